@@ -1,0 +1,36 @@
+"""Data for the course: datasets, tokenizers and batching (lessons 01 and 07).
+
+- :func:`load_dates`: the embedded default, long dates between two languages (Babel).
+- :func:`load_multi30k`: Multi30k German-English, downloaded, checked and cached.
+- :func:`load_parallel_text`: any pair of line-aligned text files.
+- :class:`SharedTokenizer`: BPE vocabulary shared by source and target.
+- :class:`Vocabulary`: a tiny word-level vocabulary for in-notebook examples.
+- :class:`TokenBatchSampler`, :func:`collate_pairs`, :class:`Batch`: token-budget batches.
+"""
+
+from .batching import Batch, TokenBatchSampler, collate_pairs, padding_fraction
+from .dates import date_pair, load_dates
+from .multi30k import ChecksumError, fetch_multi30k, load_multi30k, multi30k_dir
+from .text import load_parallel_text, read_lines, user_cache_dir
+from .tokenizer import SharedTokenizer, TokenizationReport, tokenization_report
+from .vocab import Vocabulary
+
+__all__ = [
+    "Batch",
+    "ChecksumError",
+    "SharedTokenizer",
+    "TokenBatchSampler",
+    "TokenizationReport",
+    "Vocabulary",
+    "collate_pairs",
+    "date_pair",
+    "fetch_multi30k",
+    "load_dates",
+    "load_multi30k",
+    "load_parallel_text",
+    "multi30k_dir",
+    "padding_fraction",
+    "read_lines",
+    "tokenization_report",
+    "user_cache_dir",
+]

@@ -1,0 +1,123 @@
+"""The embedded default dataset: long dates translated between two languages.
+
+"Saturday, November 21, 2026" (en_US) -> "Samstag, 21. November 2026" (de_DE).
+Babel formats each date with the CLDR "full" pattern of each locale, so any
+locale pair works and some pairs reorder the whole phrase (en_US -> hu_HU gives
+"2026. november 21., szombat"). Nothing is downloaded; the pairs are generated
+on the fly, deterministically from a seed.
+
+Used in lessons 06 and 07: a tiny model learns it on a CPU in minutes and its
+attention maps show the reordering.
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+from functools import lru_cache
+
+from babel import Locale
+from babel.core import UnknownLocaleError
+from babel.dates import format_date
+
+SPLITS = ("train", "validation", "test")
+
+
+def _parse_locale(name: str, role: str) -> Locale:
+    try:
+        return Locale.parse(name)
+    except (UnknownLocaleError, ValueError, TypeError) as error:
+        raise ValueError(
+            f"{role}={name!r} is not a CLDR locale known to Babel ({error}); "
+            "expected a name such as 'en_US', 'de_DE' or 'hu_HU'"
+        ) from None
+
+
+@lru_cache(maxsize=8)
+def _split_dates(
+    n_train: int, n_validation: int, n_test: int, seed: int, start_year: int, end_year: int
+) -> dict[str, tuple[datetime.date, ...]]:
+    first = datetime.date(start_year, 1, 1)
+    n_days = (datetime.date(end_year, 12, 31) - first).days + 1
+    wanted = n_train + n_validation + n_test
+    if wanted > n_days:
+        raise ValueError(
+            f"asked for {wanted} distinct dates ({n_train} train + {n_validation} validation "
+            f"+ {n_test} test) but {start_year}-{end_year} has only {n_days} days"
+        )
+    # One shuffled draw of distinct days, cut into three parts, keeps the splits
+    # disjoint. Test comes first so that it does not change when n_train does.
+    offsets = random.Random(seed).sample(range(n_days), wanted)
+    days = [first + datetime.timedelta(days=k) for k in offsets]
+    return {
+        "test": tuple(days[:n_test]),
+        "validation": tuple(days[n_test : n_test + n_validation]),
+        "train": tuple(days[n_test + n_validation :]),
+    }
+
+
+def date_pair(
+    date: datetime.date, src_locale: str = "en_US", tgt_locale: str = "de_DE"
+) -> tuple[str, str]:
+    """Format one date as a (source, target) pair of long dates.
+
+    Args:
+        date: the calendar date.
+        src_locale: CLDR locale of the source sentence.
+        tgt_locale: CLDR locale of the target sentence.
+
+    Returns:
+        ``(source, target)``, e.g. ``("Saturday, November 21, 2026",
+        "Samstag, 21. November 2026")``.
+    """
+    src = _parse_locale(src_locale, "src_locale")
+    tgt = _parse_locale(tgt_locale, "tgt_locale")
+    return format_date(date, format="full", locale=src), format_date(date, format="full", locale=tgt)
+
+
+def load_dates(
+    split: str = "train",
+    src_locale: str = "en_US",
+    tgt_locale: str = "de_DE",
+    n_train: int = 20_000,
+    n_validation: int = 1_000,
+    n_test: int = 1_000,
+    seed: int = 0,
+    start_year: int = 1900,
+    end_year: int = 2099,
+) -> list[tuple[str, str]]:
+    """Load one split of the date-translation dataset.
+
+    The dates of the three splits are distinct days drawn without replacement
+    from ``start_year``-01-01 .. ``end_year``-12-31, so no test date is ever seen
+    in training. The same arguments always give the same pairs in the same
+    order; the test split depends only on ``seed``, ``n_test`` and the year range.
+
+    Args:
+        split: "train", "validation" or "test".
+        src_locale: CLDR locale of the source side (default English, US).
+        tgt_locale: CLDR locale of the target side (default German).
+        n_train: number of training pairs.
+        n_validation: number of validation pairs.
+        n_test: number of test pairs.
+        seed: seed of the random draw of dates.
+        start_year: first year of the date range.
+        end_year: last year of the date range (inclusive).
+
+    Returns:
+        A list of ``(source, target)`` sentence pairs.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    for name, value in (("n_train", n_train), ("n_validation", n_validation), ("n_test", n_test)):
+        if not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    if not (1 <= start_year <= end_year <= 9999):
+        raise ValueError(
+            f"expected 1 <= start_year <= end_year <= 9999, got start_year={start_year}, "
+            f"end_year={end_year}"
+        )
+    src = _parse_locale(src_locale, "src_locale")
+    tgt = _parse_locale(tgt_locale, "tgt_locale")
+    days = _split_dates(n_train, n_validation, n_test, seed, start_year, end_year)[split]
+    return [(format_date(d, format="full", locale=src), format_date(d, format="full", locale=tgt)) for d in days]

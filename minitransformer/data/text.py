@@ -1,0 +1,93 @@
+"""Plain parallel text: one sentence per line, a source file and a target file.
+
+Line i of the source file translates line i of the target file. Files ending in
+``.gz`` are read through gzip. Also home of the user cache folder shared by the
+downloaders and the tokenizer cache.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+from typing import IO
+
+
+def user_cache_dir(*parts: str) -> Path:
+    """The package's cache folder: ``$XDG_CACHE_HOME`` or ``~/.cache``, then ``minitransformer``.
+
+    Args:
+        *parts: sub-folders appended to the cache folder (not created here).
+
+    Returns:
+        The path ``<cache>/minitransformer/<parts...>``.
+    """
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser().joinpath("minitransformer", *parts)
+
+
+def open_text(path: str | Path, encoding: str = "utf-8") -> IO[str]:
+    """Open a text file for reading, through gzip when its name ends in ``.gz``.
+
+    Args:
+        path: the file.
+        encoding: its text encoding.
+
+    Returns:
+        A text file object (use it in a ``with`` block).
+    """
+    path = Path(path)
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding=encoding, newline="")
+    return open(path, encoding=encoding, newline="")
+
+
+def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
+    """Read a file as a list of sentences, one per line, without line endings.
+
+    Surrounding whitespace is stripped; empty lines are kept so that line numbers
+    of two parallel files stay aligned.
+
+    Args:
+        path: the file (plain or ``.gz``).
+        encoding: its text encoding.
+
+    Returns:
+        The lines, in file order.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such text file: {path}")
+    with open_text(path, encoding) as handle:
+        text = handle.read()
+    # Split on "\n" only: str.splitlines() would also break at characters such as
+    # U+2028 or form feeds inside a sentence and shift every later line.
+    if text.endswith("\n"):
+        text = text[:-1]
+    return [line.strip() for line in text.split("\n")] if text else []
+
+
+def load_parallel_text(
+    src_path: str | Path, tgt_path: str | Path, encoding: str = "utf-8"
+) -> list[tuple[str, str]]:
+    """Read two line-aligned files into sentence pairs.
+
+    Args:
+        src_path: source-language file, one sentence per line (plain or ``.gz``).
+        tgt_path: target-language file with the translation of each line.
+        encoding: text encoding of both files.
+
+    Returns:
+        A list of ``(source, target)`` pairs, one per line.
+
+    Raises:
+        ValueError: when the two files have different numbers of lines.
+    """
+    src_lines = read_lines(src_path, encoding)
+    tgt_lines = read_lines(tgt_path, encoding)
+    if len(src_lines) != len(tgt_lines):
+        raise ValueError(
+            f"parallel files must have the same number of lines, but {src_path} has "
+            f"{len(src_lines)} and {tgt_path} has {len(tgt_lines)}"
+        )
+    return list(zip(src_lines, tgt_lines))

@@ -1,0 +1,310 @@
+"""A byte-pair-encoding vocabulary shared by the source and the target language.
+
+Paper, section 5.1: "Sentences were encoded using byte-pair encoding, which has
+a shared source-target vocabulary of about 37000 tokens." One vocabulary for
+both sides is what lets the model share one weight matrix between the two
+embeddings and the output projection (section 3.4). Lesson 07 trains it.
+
+How text becomes tokens (the Hugging Face ``tokenizers`` library does the work):
+
+1. normalize to Unicode NFC, so "ä" is one character however it was typed;
+2. Metaspace: every space becomes "▁" and one "▁" is put in front of the text,
+   so the spaces are part of the tokens and decoding restores them exactly;
+3. split into runs of letters, single digits and single punctuation marks, each
+   with its leading "▁" ("▁Holz", "." rather than "▁Holz.");
+4. BPE merges learned on the training sentences of both languages.
+
+``decode(encode(text)) == text`` holds for NFC text without leading or trailing
+spaces whose characters appeared in training or belong to the fixed alphabet
+(ASCII, German letters, common quotes and dashes); any other character becomes
+``<unk>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import string
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import tokenizers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from .text import user_cache_dir
+
+PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
+SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)  # ids 0, 1, 2, 3, in this order
+SPACE = "▁"  # U+2581, shown in place of a space inside tokens
+# One pre-token is: letters (with combining marks), or one digit, or one other
+# symbol, each optionally preceded by "▁"; or a lone "▁" for repeated spaces.
+PRE_TOKEN_PATTERN = r"▁?[\p{L}\p{M}]+|▁?\p{N}|▁?[^\p{L}\p{M}\p{N}▁]|▁"
+# Characters that always get a token even when the training text lacks them.
+ALPHABET = tuple(
+    sorted(set(string.ascii_letters + string.digits + string.punctuation) | set("äöüÄÖÜß„“”‚‘’«»–—…€°"))
+)
+
+
+def _empty_tokenizer() -> Tokenizer:
+    tok = Tokenizer(models.BPE(unk_token=UNK))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="always", split=False),
+            pre_tokenizers.Split(Regex(PRE_TOKEN_PATTERN), behavior="isolated"),
+        ]
+    )
+    tok.decoder = decoders.Metaspace(replacement=SPACE, prepend_scheme="always", split=False)
+    return tok
+
+
+def _pair_texts(pairs: Iterable[tuple[str, str]]) -> list[str]:
+    texts = []
+    for k, pair in enumerate(pairs):
+        if len(pair) != 2 or not all(isinstance(s, str) for s in pair):
+            raise TypeError(f"expected (source, target) pairs of strings, item {k} is {pair!r}")
+        texts.extend(pair)
+    return texts
+
+
+class SharedTokenizer:
+    """BPE tokenizer with one vocabulary for both languages and fixed special ids.
+
+    ``pad_id=0``, ``bos_id=1``, ``eos_id=2``, ``unk_id=3``. Build one with
+    :meth:`train` (or :meth:`cached`, which trains once and reuses the result),
+    :meth:`from_str` or :meth:`load`.
+
+    Args:
+        tokenizer: a trained ``tokenizers.Tokenizer`` whose vocabulary starts
+            with ``<pad> <bos> <eos> <unk>``.
+    """
+
+    pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        found = [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS]
+        if found != [0, 1, 2, 3]:
+            raise ValueError(
+                f"expected special tokens {list(SPECIAL_TOKENS)} at ids [0, 1, 2, 3], got ids {found}"
+            )
+        self.tokenizer = tokenizer
+
+    # --- building -------------------------------------------------------------
+    @classmethod
+    def train(
+        cls, pairs: Iterable[tuple[str, str]], vocab_size: int = 8000, min_frequency: int = 2
+    ) -> SharedTokenizer:
+        """Learn BPE merges on the source and target sentences together.
+
+        Args:
+            pairs: ``(source, target)`` training sentence pairs.
+            vocab_size: largest vocabulary, special tokens included; smaller when
+                the text has fewer pairs worth merging (a tiny corpus like dates).
+            min_frequency: a pair of symbols is merged only if it occurs this often.
+
+        Returns:
+            The trained tokenizer.
+        """
+        return cls._train_texts(_pair_texts(pairs), vocab_size, min_frequency)
+
+    @classmethod
+    def _train_texts(cls, texts: list[str], vocab_size: int, min_frequency: int) -> SharedTokenizer:
+        if vocab_size < len(SPECIAL_TOKENS) + len(ALPHABET):
+            raise ValueError(
+                f"vocab_size must be at least {len(SPECIAL_TOKENS) + len(ALPHABET)} "
+                f"(4 special tokens + the {len(ALPHABET)}-character base alphabet), got {vocab_size}"
+            )
+        if not texts:
+            raise ValueError("expected at least one sentence pair to train on, got none")
+        tok = _empty_tokenizer()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=list(SPECIAL_TOKENS),
+            initial_alphabet=list(ALPHABET),
+            show_progress=False,
+        )
+        tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+        return cls(tok)
+
+    @classmethod
+    def cached(
+        cls,
+        pairs: Iterable[tuple[str, str]],
+        vocab_size: int = 8000,
+        min_frequency: int = 2,
+        cache_dir: str | Path | None = None,
+    ) -> SharedTokenizer:
+        """Like :meth:`train`, but stored in a cache file and reused next time.
+
+        The file name holds a hash of the sentences, the settings and the
+        ``tokenizers`` version, so other data or settings never reuse it.
+
+        Args:
+            pairs: ``(source, target)`` training sentence pairs.
+            vocab_size: see :meth:`train`.
+            min_frequency: see :meth:`train`.
+            cache_dir: folder of the cache files; default
+                ``$XDG_CACHE_HOME`` (or ``~/.cache``) ``/minitransformer/tokenizers``.
+
+        Returns:
+            The trained (or reloaded) tokenizer.
+        """
+        texts = _pair_texts(pairs)
+        digest = hashlib.sha256()
+        settings = {
+            "vocab_size": vocab_size,
+            "min_frequency": min_frequency,
+            "pattern": PRE_TOKEN_PATTERN,
+            "alphabet": "".join(ALPHABET),
+            "tokenizers": tokenizers.__version__,
+        }
+        digest.update(json.dumps(settings, sort_keys=True).encode())
+        for text in texts:
+            digest.update(text.encode("utf-8") + b"\n")
+        folder = Path(cache_dir) if cache_dir is not None else user_cache_dir("tokenizers")
+        path = folder / f"bpe-{digest.hexdigest()[:16]}.json"
+        if path.is_file():
+            return cls.load(path)
+        tok = cls._train_texts(texts, vocab_size, min_frequency)
+        tok.save(path)
+        return tok
+
+    # --- storing --------------------------------------------------------------
+    def to_str(self) -> str:
+        """The whole tokenizer as a JSON string (to store inside a checkpoint)."""
+        return self.tokenizer.to_str()
+
+    @classmethod
+    def from_str(cls, text: str) -> SharedTokenizer:
+        """Rebuild a tokenizer from :meth:`to_str`'s JSON string."""
+        return cls(Tokenizer.from_str(text))
+
+    def save(self, path: str | Path) -> None:
+        """Write the tokenizer to a JSON file (atomically: temp file, then rename)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(self.to_str())
+            os.replace(tmp, path)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+
+    @classmethod
+    def load(cls, path: str | Path) -> SharedTokenizer:
+        """Read a tokenizer written by :meth:`save`."""
+        return cls.from_str(Path(path).read_text(encoding="utf-8"))
+
+    # --- using ----------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        """Number of tokens, special tokens included (the V of the embedding table)."""
+        return self.tokenizer.get_vocab_size()
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def encode(self, text: str, add_bos: bool = False, add_eos: bool = True) -> list[int]:
+        """Token ids of one sentence.
+
+        Args:
+            text: the sentence.
+            add_bos: put ``bos_id`` first.
+            add_eos: put ``eos_id`` last (the form :func:`collate_pairs` expects).
+
+        Returns:
+            The ids, e.g. ``[412, 97, 5, 2]``.
+        """
+        return self._wrap(self.tokenizer.encode(text, add_special_tokens=False).ids, add_bos, add_eos)
+
+    def encode_batch(self, texts: Sequence[str], add_bos: bool = False, add_eos: bool = True) -> list[list[int]]:
+        """:meth:`encode` for many sentences at once (in parallel, much faster)."""
+        encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        return [self._wrap(e.ids, add_bos, add_eos) for e in encodings]
+
+    def _wrap(self, ids: list[int], add_bos: bool, add_eos: bool) -> list[int]:
+        return [self.bos_id] * add_bos + ids + [self.eos_id] * add_eos
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of a sequence of ids: stops at the first ``eos``, drops ``pad`` and ``bos``.
+
+        ``<unk>`` stays visible in the text, so a reader sees what was unknown.
+
+        Args:
+            ids: token ids (a list, or a 1-D tensor).
+
+        Returns:
+            The detokenized sentence.
+        """
+        kept = []
+        for i in ids:
+            i = int(i)
+            if i == self.eos_id:
+                break
+            if i not in (self.pad_id, self.bos_id):
+                kept.append(i)
+        return self.tokenizer.decode(kept, skip_special_tokens=False)
+
+    def decode_batch(self, rows: Iterable[Iterable[int]]) -> list[str]:
+        """:meth:`decode` for each row (e.g. of a (B, T) tensor)."""
+        return [self.decode(row) for row in rows]
+
+    def tokens(self, text: str) -> list[str]:
+        """The token strings of a sentence, for display (no specials)."""
+        return self.tokenizer.encode(text, add_special_tokens=False).tokens
+
+    def id_to_token(self, i: int) -> str:
+        """Token string of one id."""
+        token = self.tokenizer.id_to_token(int(i))
+        if token is None:
+            raise IndexError(f"token id {i} is outside the vocabulary of size {self.vocab_size}")
+        return token
+
+    def token_to_id(self, token: str) -> int:
+        """Id of one token string; ``unk_id`` when it is not in the vocabulary."""
+        i = self.tokenizer.token_to_id(token)
+        return self.unk_id if i is None else i
+
+    def __repr__(self) -> str:
+        return f"SharedTokenizer(vocab_size={self.vocab_size})"
+
+
+@dataclass(frozen=True)
+class TokenizationReport:
+    """Numbers that describe how a tokenizer cuts a corpus."""
+
+    vocab_size: int
+    n_sentences: int
+    mean_tokens: float
+    max_tokens: int
+    unk_fraction: float
+
+
+def tokenization_report(tokenizer: SharedTokenizer, sentences: Sequence[str]) -> TokenizationReport:
+    """Vocabulary size and tokens per sentence (without specials) over a corpus.
+
+    Args:
+        tokenizer: the tokenizer.
+        sentences: the corpus, e.g. all source and target training sentences.
+
+    Returns:
+        A :class:`TokenizationReport`.
+    """
+    if not sentences:
+        raise ValueError("expected at least one sentence, got an empty corpus")
+    rows = tokenizer.encode_batch(sentences, add_eos=False)
+    lengths = [len(r) for r in rows]
+    n_unk = sum(r.count(tokenizer.unk_id) for r in rows)
+    return TokenizationReport(
+        vocab_size=tokenizer.vocab_size,
+        n_sentences=len(rows),
+        mean_tokens=statistics.fmean(lengths),
+        max_tokens=max(lengths),
+        unk_fraction=n_unk / max(1, sum(lengths)),
+    )
