@@ -1,0 +1,43 @@
+"""minitransformer: the Transformer of "Attention Is All You Need", built to be read.
+
+Every lesson of the course imports its pieces from here. Importing has no side effects.
+"""
+
+from .attention import MultiHeadAttention, scaled_dot_product_attention
+from .config import TransformerConfig
+from .decoding import greedy_decode
+from .embeddings import PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
+from .interop import decoder_layer_to_torch, encoder_layer_to_torch, mha_to_torch, to_torch_nn_mask
+from .layers import DecoderLayer, EncoderLayer, LayerNorm, PositionwiseFeedForward
+from .masks import check_mask, make_causal_mask, make_padding_mask, make_target_mask
+from .model import Decoder, Encoder, Transformer
+from .utils import get_device, set_seed
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Decoder",
+    "DecoderLayer",
+    "Encoder",
+    "EncoderLayer",
+    "LayerNorm",
+    "MultiHeadAttention",
+    "PositionalEncoding",
+    "PositionwiseFeedForward",
+    "TokenEmbedding",
+    "Transformer",
+    "TransformerConfig",
+    "check_mask",
+    "decoder_layer_to_torch",
+    "encoder_layer_to_torch",
+    "get_device",
+    "greedy_decode",
+    "make_causal_mask",
+    "make_padding_mask",
+    "make_target_mask",
+    "mha_to_torch",
+    "scaled_dot_product_attention",
+    "set_seed",
+    "sinusoidal_positional_encoding",
+    "to_torch_nn_mask",
+]

@@ -1,0 +1,140 @@
+"""Scaled dot-product attention and multi-head attention (paper, sections 3.2.1 and 3.2.2).
+
+Taught in lessons 03 (self-attention) and 04 (multi-head attention).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .masks import check_mask
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None = None,
+    dropout: Callable[[Tensor], Tensor] | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, computed step by step.
+
+    This is the teaching version: it materialises the weights so they can be
+    plotted. :class:`MultiHeadAttention` uses PyTorch's fused kernel when the
+    weights are not needed; both give the same output.
+
+    Args:
+        query: (..., Tq, Dk).
+        key: (..., Tk, Dk).
+        value: (..., Tk, Dv).
+        mask: bool, broadcastable to (..., Tq, Tk); True = may attend.
+        dropout: applied to the weights before they average the values (e.g. an ``nn.Dropout``).
+
+    Returns:
+        ``(output, weights)``: output (..., Tq, Dv); weights (..., Tq, Tk), each row sums
+        to 1 and masked keys get exactly 0.
+    """
+    if query.size(-1) != key.size(-1):
+        raise ValueError(
+            f"query and key must have the same last dimension d_k, got {tuple(query.shape)} and {tuple(key.shape)}"
+        )
+    if key.size(-2) != value.size(-2):
+        raise ValueError(
+            f"key and value must have the same length Tk, got {tuple(key.shape)} and {tuple(value.shape)}"
+        )
+    d_k = query.size(-1)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., Tq, Tk)
+    if mask is not None:
+        check_mask(mask, scores.shape)
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)  # (..., Tq, Tk)
+    if mask is not None:
+        # A query whose keys are all masked has a row of NaN (0/0); give it zeros instead.
+        weights = weights.masked_fill(~mask, 0.0)
+    if dropout is not None:
+        weights = dropout(weights)
+    return weights @ value, weights  # (..., Tq, Dv), (..., Tq, Tk)
+
+
+class MultiHeadAttention(nn.Module):
+    """h attention heads over learned projections, concatenated and projected by W_O.
+
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O,
+    head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i).
+
+    The h projections of each kind are stored as one ``nn.Linear(d_model, d_model)``
+    and split into heads by a reshape, which is the same computation done at once.
+
+    Args:
+        d_model: model width D.
+        n_heads: number of heads H; d_k = D / H.
+        dropout: dropout on the attention weights.
+
+    Shape:
+        query (B, Tq, D), key and value (B, Tk, D), mask broadcastable to (B, H, Tq, Tk).
+        Returns output (B, Tq, D) and weights (B, H, Tq, Tk) or None.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(
+                f"d_model must be divisible by n_heads, got d_model={d_model} and n_heads={n_heads}"
+            )
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.d_k = d_model // n_heads
+        self.dropout = dropout
+        self.w_q = nn.Linear(d_model, d_model)
+        self.w_k = nn.Linear(d_model, d_model)
+        self.w_v = nn.Linear(d_model, d_model)
+        self.w_o = nn.Linear(d_model, d_model)
+        self.attn_dropout = nn.Dropout(dropout)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """(B, T, D) -> (B, H, T, Dk)."""
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.n_heads, self.d_k).transpose(1, 2)  # (B, H, T, Dk)
+
+    def merge_heads(self, x: Tensor) -> Tensor:
+        """(B, H, T, Dk) -> (B, T, D): the concatenation of the heads."""
+        batch, _, length, _ = x.shape
+        return x.transpose(1, 2).reshape(batch, length, self.d_model)  # (B, T, D)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if t.dim() != 3 or t.size(-1) != self.d_model:
+                raise ValueError(f"{name} must have shape (B, T, {self.d_model}), got {tuple(t.shape)}")
+        if key.shape[:2] != value.shape[:2]:
+            raise ValueError(f"key and value must have the same (B, Tk), got {tuple(key.shape)} and {tuple(value.shape)}")
+        q = self.split_heads(self.w_q(query))  # (B, H, Tq, Dk)
+        k = self.split_heads(self.w_k(key))  # (B, H, Tk, Dk)
+        v = self.split_heads(self.w_v(value))  # (B, H, Tk, Dk)
+        if mask is not None:
+            check_mask(mask, (q.size(0), self.n_heads, q.size(2), k.size(2)))
+        weights: Tensor | None
+        if need_weights:
+            heads, weights = scaled_dot_product_attention(
+                q, k, v, mask, dropout=self.attn_dropout if self.training else None
+            )
+        else:
+            heads = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0
+            )  # (B, H, Tq, Dk)
+            weights = None
+        return self.w_o(self.merge_heads(heads)), weights  # (B, Tq, D), (B, H, Tq, Tk) | None
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, dropout={self.dropout}"

@@ -1,0 +1,117 @@
+"""The model's hyper-parameters in one frozen, validated dataclass.
+
+The field names follow the paper (Vaswani et al., 2017, section 3 and Table 3)
+and PyTorch's ``nn.Transformer`` so that a config reads like the paper's table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Sizes and switches of an encoder-decoder Transformer.
+
+    Args:
+        src_vocab_size: number of source token ids.
+        tgt_vocab_size: number of target token ids.
+        d_model: width of every residual stream vector (paper: 512).
+        n_heads: attention heads h; each head has d_k = d_model / h (paper: 8).
+        d_ff: inner width of the position-wise feed-forward network (paper: 2048).
+        n_encoder_layers: N for the encoder stack (paper: 6).
+        n_decoder_layers: N for the decoder stack (paper: 6).
+        dropout: P_drop on sub-layer outputs and embedding sums (paper: 0.1).
+        max_len: longest sequence the positional encoding table covers.
+        pad_id: token id of padding, masked out of attention and the loss.
+        norm_first: False is the paper's post-LN ``LayerNorm(x + Sublayer(x))``;
+            True is pre-LN ``x + Sublayer(LayerNorm(x))``, a departure from the paper.
+        tie_embeddings: share one matrix between the source embedding, the target
+            embedding and the pre-softmax projection (paper, section 3.4). Needs
+            one shared vocabulary, so both sizes must be equal.
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int = 512
+    n_heads: int = 8
+    d_ff: int = 2048
+    n_encoder_layers: int = 6
+    n_decoder_layers: int = 6
+    dropout: float = 0.1
+    max_len: int = 512
+    pad_id: int = 0
+    norm_first: bool = False
+    tie_embeddings: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff",
+                     "n_encoder_layers", "n_decoder_layers", "max_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
+        if self.d_model % self.n_heads != 0:
+            raise ValueError(
+                f"d_model must be divisible by n_heads so that every head gets d_k = d_model / n_heads "
+                f"features, got d_model={self.d_model} and n_heads={self.n_heads}"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
+            raise ValueError(
+                f"pad_id must be a token id of both vocabularies, in [0, "
+                f"{min(self.src_vocab_size, self.tgt_vocab_size)}), got {self.pad_id}"
+            )
+        if self.tie_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError(
+                "tie_embeddings shares one matrix between source and target embeddings, so it needs one "
+                f"shared vocabulary, got src_vocab_size={self.src_vocab_size} and "
+                f"tgt_vocab_size={self.tgt_vocab_size}"
+            )
+
+    @property
+    def d_k(self) -> int:
+        """Width of one attention head (d_k = d_v = d_model / h)."""
+        return self.d_model // self.n_heads
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict, safe to store in a checkpoint and load with ``weights_only=True``."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "TransformerConfig":
+        """Inverse of :meth:`to_dict`; unknown keys are an error."""
+        unknown = set(values) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown TransformerConfig fields {sorted(unknown)}")
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> "TransformerConfig":
+        """A copy with some fields changed (and validated again)."""
+        return replace(self, **changes)
+
+    # Presets -----------------------------------------------------------------
+    @classmethod
+    def base(cls, vocab_size: int, **overrides: Any) -> "TransformerConfig":
+        """The paper's base model (Table 3): N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1, shared vocabulary."""
+        values: dict[str, Any] = dict(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=512,
+                                      n_heads=8, d_ff=2048, n_encoder_layers=6, n_decoder_layers=6,
+                                      dropout=0.1, tie_embeddings=True)
+        return cls(**{**values, **overrides})
+
+    @classmethod
+    def big(cls, vocab_size: int, **overrides: Any) -> "TransformerConfig":
+        """The paper's big model (Table 3): N=6, d_model=1024, d_ff=4096, h=16, P_drop=0.3, shared vocabulary."""
+        values: dict[str, Any] = dict(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=1024,
+                                      n_heads=16, d_ff=4096, n_encoder_layers=6, n_decoder_layers=6,
+                                      dropout=0.3, tie_embeddings=True)
+        return cls(**{**values, **overrides})
+
+    @classmethod
+    def tiny(cls, vocab_size: int, **overrides: Any) -> "TransformerConfig":
+        """A small model that trains in seconds to minutes on a laptop CPU (not in the paper)."""
+        values: dict[str, Any] = dict(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=64,
+                                      n_heads=4, d_ff=256, n_encoder_layers=2, n_decoder_layers=2,
+                                      dropout=0.1, tie_embeddings=True)
+        return cls(**{**values, **overrides})

@@ -1,0 +1,149 @@
+"""Layer normalization, the feed-forward network, and the encoder and decoder layers (section 3.1-3.3).
+
+Taught in lessons 05 (add & norm, feed-forward) and 06 (decoder and masking).
+Attribute names follow ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer``
+(``self_attn``, ``norm1``...; our ``cross_attn`` is their ``multihead_attn``) so that
+weights map one to one; see :mod:`minitransformer.interop`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .attention import MultiHeadAttention
+
+
+class LayerNorm(nn.Module):
+    """Layer normalization (Ba et al., 2016): normalise each position over its d_model features.
+
+    y = (x - mean(x)) / sqrt(var(x) + eps) * gamma + beta, mean and (biased) variance over the
+    last dimension, so every position is normalised on its own, whatever the batch size.
+    ``weight`` is gamma and ``bias`` is beta, named as in ``nn.LayerNorm``.
+
+    Shape:
+        Input (..., D); output (..., D).
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x: Tensor) -> Tensor:
+        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+        var = (x - mean).pow(2).mean(dim=-1, keepdim=True)  # (..., 1)
+        return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias  # (..., D)
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.numel()}, eps={self.eps}"
+
+
+class PositionwiseFeedForward(nn.Module):
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, the same two layers at every position (section 3.3).
+
+    Dropout sits after the ReLU, as in ``nn.TransformerEncoderLayer``.
+
+    Shape:
+        Input (B, T, D); output (B, T, D); the hidden layer is (B, T, d_ff).
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.linear2(self.dropout(torch.relu(self.linear1(x))))  # (B, T, D)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then feed-forward, each wrapped in a residual connection and LayerNorm.
+
+    Post-LN (the paper, ``norm_first=False``): x = LayerNorm(x + Dropout(Sublayer(x))).
+    Pre-LN (a departure, ``norm_first=True``): x = x + Dropout(Sublayer(LayerNorm(x))).
+
+    Shape:
+        x (B, S, D), src_mask broadcastable to (B, H, S, S); output (B, S, D).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
+                 norm_first: bool = False) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1 = LayerNorm(d_model)
+        self.norm2 = LayerNorm(d_model)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, src_mask: Tensor | None = None) -> Tensor:
+        return self.forward_with_weights(x, src_mask, need_weights=False)[0]
+
+    def forward_with_weights(self, x: Tensor, src_mask: Tensor | None = None,
+                             need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
+        """Like ``forward``, also returning the self-attention weights (B, H, S, S)."""
+        if self.norm_first:
+            h = self.norm1(x)
+            attn, weights = self.self_attn(h, h, h, src_mask, need_weights=need_weights)
+            x = x + self.dropout1(attn)
+            x = x + self.dropout2(self.feed_forward(self.norm2(x)))
+        else:
+            attn, weights = self.self_attn(x, x, x, src_mask, need_weights=need_weights)
+            x = self.norm1(x + self.dropout1(attn))
+            x = self.norm2(x + self.dropout2(self.feed_forward(x)))
+        return x, weights  # (B, S, D)
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention over the encoder's output, then feed-forward.
+
+    Each of the three sub-layers has its own residual connection and LayerNorm
+    (``norm1``, ``norm2``, ``norm3``), post-LN by default as in the paper.
+
+    Shape:
+        x (B, T, D), memory (B, S, D), src_mask broadcastable to (B, H, T, S),
+        tgt_mask broadcastable to (B, H, T, T); output (B, T, D).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
+                 norm_first: bool = False) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1 = LayerNorm(d_model)
+        self.norm2 = LayerNorm(d_model)
+        self.norm3 = LayerNorm(d_model)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+        self.dropout3 = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None,
+                tgt_mask: Tensor | None = None) -> Tensor:
+        return self.forward_with_weights(x, memory, src_mask, tgt_mask, need_weights=False)[0]
+
+    def forward_with_weights(
+        self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None,
+        need_weights: bool = True,
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """Like ``forward``, also returning self-attention (B, H, T, T) and cross-attention (B, H, T, S) weights."""
+        if self.norm_first:
+            h = self.norm1(x)
+            attn, self_weights = self.self_attn(h, h, h, tgt_mask, need_weights=need_weights)
+            x = x + self.dropout1(attn)
+            attn, cross_weights = self.cross_attn(self.norm2(x), memory, memory, src_mask,
+                                                  need_weights=need_weights)
+            x = x + self.dropout2(attn)
+            x = x + self.dropout3(self.feed_forward(self.norm3(x)))
+        else:
+            attn, self_weights = self.self_attn(x, x, x, tgt_mask, need_weights=need_weights)
+            x = self.norm1(x + self.dropout1(attn))
+            attn, cross_weights = self.cross_attn(x, memory, memory, src_mask, need_weights=need_weights)
+            x = self.norm2(x + self.dropout2(attn))
+            x = self.norm3(x + self.dropout3(self.feed_forward(x)))
+        return x, self_weights, cross_weights  # (B, T, D), ...

@@ -1,0 +1,181 @@
+"""The encoder, the decoder and the whole encoder-decoder Transformer (paper, section 3 and Figure 1).
+
+Taught in lessons 05 (encoder stack) and 06 (decoder, full forward pass).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .config import TransformerConfig
+from .embeddings import PositionalEncoding, TokenEmbedding
+from .layers import DecoderLayer, EncoderLayer, LayerNorm
+from .masks import make_padding_mask, make_target_mask
+
+
+class Encoder(nn.Module):
+    """A stack of N encoder layers in ``.layers``.
+
+    A final LayerNorm (``.norm``) exists only with ``norm_first=True``: pre-LN leaves the
+    residual stream unnormalised, the paper's post-LN already ends every layer with one.
+
+    Shape:
+        x (B, S, D) (embedded source), src_mask broadcastable to (B, H, S, S); output (B, S, D).
+    """
+
+    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
+                 norm_first: bool = False) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(
+            EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers)
+        )
+        self.norm = LayerNorm(d_model) if norm_first else None
+
+    def forward(self, x: Tensor, src_mask: Tensor | None = None) -> Tensor:
+        return self.forward_with_weights(x, src_mask, need_weights=False)[0]
+
+    def forward_with_weights(self, x: Tensor, src_mask: Tensor | None = None,
+                             need_weights: bool = True) -> tuple[Tensor, list[Tensor]]:
+        """Also returns each layer's self-attention weights, a list of N tensors (B, H, S, S)."""
+        maps = []
+        for layer in self.layers:
+            x, weights = layer.forward_with_weights(x, src_mask, need_weights=need_weights)
+            if weights is not None:
+                maps.append(weights)
+        if self.norm is not None:
+            x = self.norm(x)
+        return x, maps
+
+
+class Decoder(nn.Module):
+    """A stack of N decoder layers in ``.layers``, with a final LayerNorm only for pre-LN.
+
+    Shape:
+        x (B, T, D) (embedded target), memory (B, S, D); output (B, T, D).
+    """
+
+    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
+                 norm_first: bool = False) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(
+            DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers)
+        )
+        self.norm = LayerNorm(d_model) if norm_first else None
+
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None,
+                tgt_mask: Tensor | None = None) -> Tensor:
+        return self.forward_with_weights(x, memory, src_mask, tgt_mask, need_weights=False)[0]
+
+    def forward_with_weights(
+        self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None,
+        need_weights: bool = True,
+    ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+        """Also returns per-layer self-attention (B, H, T, T) and cross-attention (B, H, T, S) weights."""
+        self_maps, cross_maps = [], []
+        for layer in self.layers:
+            x, self_w, cross_w = layer.forward_with_weights(x, memory, src_mask, tgt_mask, need_weights)
+            if self_w is not None and cross_w is not None:
+                self_maps.append(self_w)
+                cross_maps.append(cross_w)
+        if self.norm is not None:
+            x = self.norm(x)
+        return x, self_maps, cross_maps
+
+
+class Transformer(nn.Module):
+    """The encoder-decoder Transformer of "Attention Is All You Need".
+
+    ``src_embed`` and ``tgt_embed`` (token embedding x sqrt(d_model)) feed one shared
+    ``positional`` encoding; ``encoder`` and ``decoder`` are the two stacks; ``generator``
+    is the pre-softmax linear projection to the target vocabulary. With
+    ``config.tie_embeddings`` the three share one (V, D) matrix (section 3.4).
+
+    Args:
+        config: the sizes; see :class:`TransformerConfig`.
+
+    Shape:
+        src (B, S) and tgt (B, T) token ids; ``forward`` returns logits (B, T, V).
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        if not isinstance(config, TransformerConfig):
+            raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
+        self.config = config
+        c = config
+        self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model)
+        self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model)
+        self.positional = PositionalEncoding(c.d_model, c.max_len, c.dropout)
+        self.encoder = Encoder(c.n_encoder_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first)
+        self.decoder = Decoder(c.n_decoder_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first)
+        self.generator = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        self.reset_parameters()
+        if c.tie_embeddings:
+            self.tgt_embed.embedding.weight = self.src_embed.embedding.weight
+            self.generator.weight = self.src_embed.embedding.weight
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform for every weight matrix; biases 0, LayerNorm gamma 1 and beta 0."""
+        for name, p in self.named_parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        """Number of parameters, a shared (tied) matrix counted once."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    def _check_tokens(self, tokens: Tensor, name: str) -> None:
+        if tokens.dim() != 2:
+            raise ValueError(f"{name} must be token ids of shape (B, {name[0].upper()}), got shape {tuple(tokens.shape)}")
+        if tokens.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"{name} must be an integer tensor of token ids, got dtype {tokens.dtype}")
+
+    def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
+        """Run the encoder: (B, S) ids -> memory (B, S, D). ``src_mask`` defaults to the padding mask."""
+        self._check_tokens(src, "src")
+        if src_mask is None:
+            src_mask = make_padding_mask(src, self.config.pad_id)
+        return self.encoder(self.positional(self.src_embed(src)), src_mask)  # (B, S, D)
+
+    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None = None,
+               tgt_mask: Tensor | None = None) -> Tensor:
+        """Run the decoder: (B, T) ids and memory (B, S, D) -> hidden states (B, T, D).
+
+        ``tgt_mask`` defaults to padding & causal; apply ``generator`` for logits.
+        """
+        self._check_tokens(tgt, "tgt")
+        if tgt_mask is None:
+            tgt_mask = make_target_mask(tgt, self.config.pad_id)
+        return self.decoder(self.positional(self.tgt_embed(tgt)), memory, src_mask, tgt_mask)  # (B, T, D)
+
+    def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None,
+                tgt_mask: Tensor | None = None) -> Tensor:
+        """Logits (B, T, V) for the next token at every target position (teacher forcing)."""
+        if src.dim() == 2 and tgt.dim() == 2 and src.size(0) != tgt.size(0):
+            raise ValueError(f"src and tgt must have the same batch size, got {src.size(0)} and {tgt.size(0)}")
+        if src_mask is None:
+            self._check_tokens(src, "src")
+            src_mask = make_padding_mask(src, self.config.pad_id)
+        memory = self.encode(src, src_mask)
+        return self.generator(self.decode(tgt, memory, src_mask, tgt_mask))  # (B, T, V)
+
+    @torch.no_grad()
+    def attention_maps(self, src: Tensor, tgt: Tensor) -> dict[str, list[Tensor]]:
+        """Every attention weight of one teacher-forced pass, for plotting.
+
+        Returns:
+            ``{"encoder": [...], "decoder_self": [...], "cross": [...]}``, one tensor per layer:
+            (B, H, S, S), (B, H, T, T) and (B, H, T, S).
+        """
+        self._check_tokens(src, "src")
+        self._check_tokens(tgt, "tgt")
+        src_mask = make_padding_mask(src, self.config.pad_id)
+        memory, enc_maps = self.encoder.forward_with_weights(self.positional(self.src_embed(src)), src_mask)
+        tgt_mask = make_target_mask(tgt, self.config.pad_id)
+        _, self_maps, cross_maps = self.decoder.forward_with_weights(
+            self.positional(self.tgt_embed(tgt)), memory, src_mask, tgt_mask
+        )
+        return {"encoder": enc_maps, "decoder_self": self_maps, "cross": cross_maps}

@@ -1,0 +1,78 @@
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+
+from minitransformer import (MultiHeadAttention, make_causal_mask, make_padding_mask, mha_to_torch,
+                             scaled_dot_product_attention, to_torch_nn_mask)
+
+TOL = dict(atol=1e-5, rtol=1e-5)
+
+
+def test_explicit_attention_equals_pytorch_sdpa_with_and_without_mask():
+    q, k, v = torch.randn(2, 3, 5, 8), torch.randn(2, 3, 7, 8), torch.randn(2, 3, 7, 4)
+    out, weights = scaled_dot_product_attention(q, k, v)
+    assert_close(out, F.scaled_dot_product_attention(q, k, v), **TOL)
+    assert_close(weights.sum(-1), torch.ones(2, 3, 5), **TOL)
+    mask = make_padding_mask(torch.tensor([[1, 1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0, 0]]), 0)
+    out, weights = scaled_dot_product_attention(q, k, v, mask)
+    assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), **TOL)
+
+
+def test_masked_keys_get_exactly_zero_weight():
+    q = torch.randn(2, 4, 6, 8)
+    tokens = torch.tensor([[3, 4, 5, 0, 0, 0], [3, 4, 5, 6, 7, 0]])
+    mask = make_padding_mask(tokens, 0) & make_causal_mask(6)
+    _, weights = scaled_dot_product_attention(q, q, q, mask)
+    assert torch.all(weights.masked_select(~mask.expand_as(weights)) == 0)
+    assert_close(weights.sum(-1), torch.ones(2, 4, 6), **TOL)
+
+
+def test_fully_masked_query_gets_zeros_not_nan():
+    q = torch.randn(1, 1, 2, 4)
+    mask = torch.tensor([[True, False], [False, False]])
+    _, weights = scaled_dot_product_attention(q, q, q, mask)
+    assert not torch.isnan(weights).any()
+    assert weights[0, 0, 1].tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("use_mask", [False, True])
+def test_multi_head_attention_equals_torch_nn(use_mask):
+    mha = MultiHeadAttention(d_model=32, n_heads=4).eval()
+    theirs = mha_to_torch(mha).eval()
+    x, memory = torch.randn(3, 5, 32), torch.randn(3, 7, 32)
+    src = torch.tensor([[1] * 7, [1] * 4 + [0] * 3, [1] * 2 + [0] * 5])
+    pad = make_padding_mask(src, 0) if use_mask else None
+    ours, our_weights = mha(x, memory, memory, mask=pad, need_weights=True)
+    ref, ref_weights = theirs(x, memory, memory, key_padding_mask=to_torch_nn_mask(pad) if use_mask else None,
+                              need_weights=True, average_attn_weights=False)
+    assert_close(ours, ref, **TOL)
+    assert_close(our_weights, ref_weights, **TOL)
+    # Self-attention with a causal mask as well.
+    causal = make_causal_mask(5)
+    ours, _ = mha(x, x, x, mask=causal)
+    ref, _ = theirs(x, x, x, attn_mask=to_torch_nn_mask(causal), need_weights=False)
+    assert_close(ours, ref, **TOL)
+
+
+def test_fused_and_explicit_paths_agree():
+    mha = MultiHeadAttention(d_model=16, n_heads=2).eval()
+    x = torch.randn(2, 6, 16)
+    mask = make_padding_mask(torch.tensor([[1, 1, 1, 1, 0, 0], [1] * 6]), 0) & make_causal_mask(6)
+    fused, none = mha(x, x, x, mask)
+    explicit, weights = mha(x, x, x, mask, need_weights=True)
+    assert none is None and weights.shape == (2, 2, 6, 6)
+    assert_close(fused, explicit, **TOL)
+
+
+def test_attention_errors_name_the_shapes():
+    mha = MultiHeadAttention(d_model=16, n_heads=2)
+    x = torch.randn(2, 5, 16)
+    with pytest.raises(ValueError, match=r"mask has shape \(2, 7\) but the scores are \(2, 2, 5, 5\)"):
+        mha(x, x, x, mask=torch.ones(2, 7, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"query must have shape \(B, T, 16\), got \(2, 5, 12\)"):
+        mha(torch.randn(2, 5, 12), x, x)
+    with pytest.raises(ValueError, match="d_model=10 and n_heads=4"):
+        MultiHeadAttention(10, 4)
+    with pytest.raises(ValueError, match="same last dimension d_k"):
+        scaled_dot_product_attention(torch.randn(1, 2, 4), torch.randn(1, 2, 3), torch.randn(1, 2, 3))
