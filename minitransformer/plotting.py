@@ -1,0 +1,113 @@
+"""Figures used by the lessons and the training command: attention maps, heat maps, curves.
+
+Every function draws on a Matplotlib ``Axes`` (a new figure when none is given) and
+returns it, so a lesson can arrange several plots in one figure.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.axes import Axes
+
+
+def _to_numpy(values: torch.Tensor | np.ndarray) -> np.ndarray:
+    if isinstance(values, torch.Tensor):
+        return values.detach().float().cpu().numpy()
+    return np.asarray(values)
+
+
+def plot_attention(
+    weights: torch.Tensor | np.ndarray,
+    query_labels: Sequence[str] | None = None,
+    key_labels: Sequence[str] | None = None,
+    ax: Axes | None = None,
+    title: str | None = None,
+    colorbar: bool = True,
+    annotate: bool = False,
+) -> Axes:
+    """Draw one attention matrix: a row per query, a column per key.
+
+    Args:
+        weights: (Tq, Tk) attention weights, rows summing to 1.
+        query_labels: Tq labels for the rows (the tokens that ask).
+        key_labels: Tk labels for the columns (the tokens that are looked at).
+        ax: where to draw; a new figure if None.
+        title: axes title.
+        colorbar: add a colour bar.
+        annotate: write each weight in its cell (for small matrices).
+
+    Returns:
+        The Matplotlib Axes.
+    """
+    matrix = _to_numpy(weights)
+    if matrix.ndim != 2:
+        raise ValueError(f"weights must be one (Tq, Tk) matrix, got shape {matrix.shape}; pick a batch item and head")
+    if query_labels is not None and len(query_labels) != matrix.shape[0]:
+        raise ValueError(f"{len(query_labels)} query labels for {matrix.shape[0]} rows")
+    if key_labels is not None and len(key_labels) != matrix.shape[1]:
+        raise ValueError(f"{len(key_labels)} key labels for {matrix.shape[1]} columns")
+    if ax is None:
+        size = (max(3.0, 0.45 * matrix.shape[1] + 1.5), max(2.5, 0.45 * matrix.shape[0] + 1.0))
+        _, ax = plt.subplots(figsize=size)
+    image = ax.imshow(matrix, cmap="viridis", vmin=0.0, vmax=max(float(matrix.max()), 1e-9), aspect="auto")
+    ax.set_xticks(range(matrix.shape[1]))
+    ax.set_yticks(range(matrix.shape[0]))
+    if key_labels is not None:
+        ax.set_xticklabels(key_labels, rotation=60, ha="right")
+    if query_labels is not None:
+        ax.set_yticklabels(query_labels)
+    ax.set_xlabel("key (attended to)")
+    ax.set_ylabel("query (attending)")
+    if annotate:
+        for i in range(matrix.shape[0]):
+            for j in range(matrix.shape[1]):
+                value = matrix[i, j]
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if value < 0.6 * matrix.max() else "black")
+    if title:
+        ax.set_title(title)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    return ax
+
+
+def plot_heatmap(
+    values: torch.Tensor | np.ndarray,
+    xlabel: str,
+    ylabel: str,
+    ax: Axes | None = None,
+    title: str | None = None,
+    cmap: str = "RdBu_r",
+    symmetric: bool = True,
+) -> Axes:
+    """Draw any 2-D array (a positional encoding table, an embedding matrix) with labelled axes.
+
+    Args:
+        values: (rows, columns) array.
+        xlabel, ylabel: axis labels.
+        ax: where to draw; a new figure if None.
+        title: axes title.
+        cmap: Matplotlib colour map.
+        symmetric: centre the colour scale on 0.
+
+    Returns:
+        The Matplotlib Axes.
+    """
+    matrix = _to_numpy(values)
+    if matrix.ndim != 2:
+        raise ValueError(f"values must be 2-D, got shape {matrix.shape}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    limit = float(np.abs(matrix).max()) if symmetric else None
+    image = ax.imshow(matrix, cmap=cmap, aspect="auto", interpolation="nearest",
+                      vmin=-limit if limit else None, vmax=limit)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.figure.colorbar(image, ax=ax)
+    return ax
