@@ -1,0 +1,84 @@
+"""Static checks of the committed lessons (nbval executes them; these read the stored files).
+
+* code cells were run in order from the top of a fresh kernel (execution counts 1, 2, 3...);
+* no stored output is an error;
+* no notebook defines a function or class with the name of a package symbol: the package
+  is the single definition of every reusable piece, lessons import it.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import json
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import minitransformer
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "solutions").glob("*.ipynb"))
+
+
+def _package_symbols() -> set[str]:
+    names: set[str] = set()
+    for info in pkgutil.walk_packages(minitransformer.__path__, prefix="minitransformer."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if name.startswith("_"):
+                continue
+            if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__.startswith("minitransformer"):
+                names.add(name)
+    return names
+
+
+PACKAGE_SYMBOLS = _package_symbols()
+
+
+def _code_cells(path: Path) -> list[dict]:
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    return [c for c in notebook["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+
+
+def test_there_are_lessons():
+    names = {p.stem for p in NOTEBOOKS}
+    assert {"00_introduction", "03_self_attention", "06_decoder_and_masking"} <= names, names
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_executed_in_order_without_errors(path: Path):
+    cells = _code_cells(path)
+    counts = [c.get("execution_count") for c in cells]
+    assert counts == list(range(1, len(cells) + 1)), (
+        f"{path.name} was not stored executed top to bottom in a fresh kernel: execution counts {counts}"
+    )
+    for index, cell in enumerate(cells):
+        for output in cell.get("outputs", []):
+            assert output.get("output_type") != "error", f"{path.name}, code cell {index + 1} stores an error"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_package_symbol_is_redefined(path: Path):
+    redefined = []
+    for cell in _code_cells(path):
+        # Drop IPython magics and shell escapes, which are not Python.
+        source = "\n".join(
+            line for line in "".join(cell["source"]).splitlines() if not line.lstrip().startswith(("%", "!"))
+        )
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in PACKAGE_SYMBOLS:
+                redefined.append(node.name)
+    assert not redefined, f"{path.name} re-defines package symbols {redefined}: import them from minitransformer"
+
+
+def test_the_redefinition_check_can_fail(tmp_path: Path):
+    # Guard against a check that never fires: a cell defining MultiHeadAttention is caught.
+    assert "MultiHeadAttention" in PACKAGE_SYMBOLS and "greedy_decode" in PACKAGE_SYMBOLS
+    source = "class MultiHeadAttention:\n    pass\n"
+    names = [n.name for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef)]
+    assert set(names) & PACKAGE_SYMBOLS
