@@ -17,6 +17,7 @@ The files are never part of this project.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import tempfile
 import urllib.error
@@ -155,7 +156,7 @@ def fetch_multi30k(
     for name in missing:
         try:
             _download(name, folder)
-        except (urllib.error.URLError, OSError) as error:
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
             raise FileNotFoundError(_missing_message(missing, folder, str(error))) from error
     return folder
 
