@@ -111,3 +111,46 @@ def plot_heatmap(
         ax.set_title(title)
     ax.figure.colorbar(image, ax=ax)
     return ax
+
+
+def plot_loss_curve(
+    steps: Sequence[int],
+    train_loss: Sequence[float],
+    val_steps: Sequence[int] | None = None,
+    val_loss: Sequence[float] | None = None,
+    ax: Axes | None = None,
+    title: str | None = None,
+    log_scale: bool = True,
+) -> Axes:
+    """Draw a run's training loss by step, with the validation loss at the end of each epoch.
+
+    Args:
+        steps: optimizer steps of the training-loss points.
+        train_loss: training loss (label-smoothed, per target token) at those steps.
+        val_steps: steps of the validation-loss points (epoch ends).
+        val_loss: validation loss at those steps.
+        ax: where to draw; a new figure if None.
+        title: axes title.
+        log_scale: logarithmic loss axis (the loss falls over orders of magnitude).
+
+    Returns:
+        The Matplotlib Axes.
+    """
+    if len(steps) != len(train_loss):
+        raise ValueError(f"expected one loss per step, got {len(steps)} steps and {len(train_loss)} losses")
+    if (val_steps is None) != (val_loss is None) or (val_steps is not None and len(val_steps) != len(val_loss)):
+        raise ValueError("val_steps and val_loss must be given together, one loss per step")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(steps, train_loss, label="training", linewidth=1.2)
+    if val_steps:
+        ax.plot(val_steps, val_loss, "o-", label="validation", linewidth=1.2, markersize=4)
+    if log_scale:
+        ax.set_yscale("log")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("loss per target token")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    if title:
+        ax.set_title(title)
+    return ax

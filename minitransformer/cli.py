@@ -1,0 +1,216 @@
+"""The command line: ``python -m minitransformer train | translate | average``.
+
+    python -m minitransformer train                         # small model on dates, a few minutes on a CPU
+    python -m minitransformer train --dataset multi30k      # the paper's base model (for a GPU)
+    torchrun --nproc_per_node=4 -m minitransformer train --dataset multi30k
+    python -m minitransformer translate --checkpoint runs/dates "Friday, March 3, 2023"
+    python -m minitransformer average --checkpoints runs/multi30k --last 5 --out runs/multi30k/averaged.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .training.options import DATASETS, PRECISIONS, PRESETS, RECIPES
+
+_UNSET = object()
+
+
+def _recipe(name: str) -> str:
+    values = [f"{d}: {RECIPES[d][name]}" for d in DATASETS if name in RECIPES[d]]
+    return f" (default by dataset: {', '.join(values)})" if values else ""
+
+
+def add_train_arguments(p: argparse.ArgumentParser) -> None:
+    """Add every option of ``train`` (one per field of :class:`TrainOptions`)."""
+    data = p.add_argument_group("data")
+    data.add_argument("--dataset", choices=DATASETS, default="dates",
+                      help="dates (generated with Babel), multi30k (downloaded, checked, cached) or text "
+                           "(your own parallel files) (default: dates)")
+    data.add_argument("--src-locale", default="en_US", help="dates: CLDR locale of the source (default: en_US)")
+    data.add_argument("--tgt-locale", default="de_DE", help="dates: CLDR locale of the target, e.g. de_DE, hu_HU, "
+                                                            "ja_JP (default: de_DE)")
+    data.add_argument("--src-lang", default="de", choices=("de", "en"), help="multi30k: source language (default: de)")
+    data.add_argument("--tgt-lang", default="en", choices=("de", "en"), help="multi30k: target language (default: en)")
+    data.add_argument("--data-dir", help="multi30k: folder with its .gz files (default: "
+                                         "$MINITRANSFORMER_MULTI30K_DIR, else ~/.cache/minitransformer/multi30k)")
+    for split, what in (("", "training"), ("valid-", "validation"), ("test-", "test (optional)")):
+        data.add_argument(f"--{split}src-file", help=f"text: {what} source sentences, one per line (plain or .gz)")
+        data.add_argument(f"--{split}tgt-file", help=f"text: {what} target sentences, line-aligned with the source")
+    data.add_argument("--train-size", type=int, help="dates: number of training dates; multi30k/text: use only the "
+                                                     "first N training pairs" + _recipe("train_size"))
+    data.add_argument("--vocab-size", type=int, help="largest shared BPE vocabulary, special tokens included"
+                                                     + _recipe("vocab_size"))
+    model = p.add_argument_group("model (a preset, then any size given here)")
+    model.add_argument("--preset", choices=PRESETS, help="model sizes of TransformerConfig.<preset>()" + _recipe("preset"))
+    model.add_argument("--d-model", type=int, help="width of the model, d_model")
+    model.add_argument("--n-heads", type=int, help="attention heads, h")
+    model.add_argument("--d-ff", type=int, help="inner width of the feed-forward network, d_ff")
+    model.add_argument("--layers", type=int, help="layers N of the encoder and of the decoder")
+    model.add_argument("--dropout", type=float, help="dropout P_drop (default: the preset's; dates: 0.0)")
+    model.add_argument("--norm-first", action=argparse.BooleanOptionalAction, default=None,
+                       help="pre-LN layers, a departure from the paper's post-LN (default: post-LN)")
+    run = p.add_argument_group("training")
+    run.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps "
+                                                      "(default: auto)")
+    run.add_argument("--precision", choices=PRECISIONS, default="auto",
+                     help="fp32, or bf16 autocast; auto is bf16 on a CUDA GPU that supports it (default: auto)")
+    run.add_argument("--compile", action="store_true", help="wrap the model in torch.compile (best on a GPU)")
+    run.add_argument("--batch-tokens", type=int, help="token budget of each side of a batch, padding included; "
+                                                      "the paper used ~25000" + _recipe("batch_tokens"))
+    run.add_argument("--accumulate", type=int, default=1, help="batches whose gradients add up before each "
+                                                               "optimizer step (default: 1)")
+    run.add_argument("--epochs", type=int, help="passes over the training data" + _recipe("epochs"))
+    run.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (with --epochs, "
+                                                   "whichever comes first; alone, no epoch limit)")
+    run.add_argument("--warmup", type=int, help="warm-up steps of the learning rate (paper: 4000)" + _recipe("warmup"))
+    run.add_argument("--lr-factor", type=float, help="lr = factor * d_model^-0.5 * min(step^-0.5, "
+                                                     "step * warmup^-1.5)" + _recipe("lr_factor"))
+    run.add_argument("--label-smoothing", type=float, default=0.1, help="epsilon of label smoothing (default: 0.1)")
+    run.add_argument("--clip-norm", type=float, default=1.0, help="clip the gradient norm to this; 0: no clipping "
+                                                                  "(default: 1.0)")
+    run.add_argument("--target", type=float, help="stop once the validation exact match (0-1) or BLEU reaches this"
+                                                  + _recipe("target"))
+    run.add_argument("--eval-sentences", type=int, help="validation sentences translated after each epoch for the "
+                                                        "quality figure (default: all)")
+    run.add_argument("--seed", type=int, default=0, help="seed of initialisation, dropout and batch order (default: 0)")
+    files = p.add_argument_group("output")
+    files.add_argument("--out", help="output folder for checkpoints, log.jsonl, loss.png, tokenizer.json "
+                                     "(default: runs/<dataset>)")
+    files.add_argument("--resume", nargs="?", const="auto", help="continue from the newest checkpoint of --out, or "
+                                                                 "of the given checkpoint file or run folder")
+    files.add_argument("--overwrite", action="store_true", help="start afresh in an --out folder that holds "
+                                                                "checkpoints of an earlier run (deletes them)")
+    files.add_argument("--log-every", type=int, default=10, help="steps between records of log.jsonl (default: 10)")
+    files.add_argument("--save-every", type=int, help="also write a checkpoint every N steps (default: at the end "
+                                                      "of each epoch only)")
+    files.add_argument("--keep", type=int, default=5, help="newest checkpoints kept (default: 5)")
+    files.add_argument("--show", type=int, default=5, help="test translations printed at the end (default: 5)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m minitransformer``, with its three subcommands."""
+    parser = argparse.ArgumentParser(prog="minitransformer", description="Train and use the Transformer of "
+                                     "'Attention Is All You Need'.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{train,translate,average}")
+    train = commands.add_parser("train", help="train a model (default: a small one on dates, minutes on a CPU)",
+                                description="Train a Transformer. With no options: a small model on English -> "
+                                "German dates, on this machine. Under torchrun: one process per GPU (or CPU "
+                                "process with gloo), DistributedDataParallel.")
+    add_train_arguments(train)
+    translate = commands.add_parser("translate", help="translate sentences with a trained checkpoint",
+                                    description="Translate with greedy decoding; reads lines from standard "
+                                    "input when no text is given.")
+    translate.add_argument("text", nargs="*", help="sentences to translate (default: lines of standard input)")
+    translate.add_argument("--checkpoint", required=True, help="checkpoint file, or a run folder (its newest)")
+    translate.add_argument("--device", default="auto", help="auto, cpu, cuda, mps (default: auto)")
+    translate.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default: 64)")
+    translate.add_argument("--extra-length", type=int, default=50, help="output tokens allowed beyond the source "
+                                                                       "length (default: 50)")
+    average = commands.add_parser("average", help="average the weights of the last k checkpoints (paper, 6.1)",
+                                  description="Average the model weights of several checkpoints of one run "
+                                  "into a new checkpoint (for translating; it cannot resume training).")
+    average.add_argument("--checkpoints", nargs="+", required=True,
+                         help="checkpoint files, or a run folder (all its checkpoints, or the --last K)")
+    average.add_argument("--last", type=int, help="average only the newest K of the given checkpoints")
+    average.add_argument("--out", required=True, help="file to write the averaged checkpoint to")
+    return parser
+
+
+def _given_train_arguments(argv: Sequence[str]) -> dict[str, Any]:
+    """The ``train`` options written on the command line (not defaulted)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_train_arguments(parser)
+    namespace = argparse.Namespace(**{a.dest: _UNSET for a in parser._actions})
+    parsed = parser.parse_args(list(argv), namespace=namespace)
+    return {k: v for k, v in vars(parsed).items() if v is not _UNSET}
+
+
+def _train_options(args: argparse.Namespace, argv: Sequence[str]) -> Any:
+    from .training import TrainOptions, latest_checkpoint, load_checkpoint
+
+    values = {k: v for k, v in vars(args).items() if k != "command"}
+    if args.resume:
+        # Options not written again on the command line come from the run being resumed.
+        given = _given_train_arguments(argv)
+        place = args.resume
+        if place == "auto":
+            place = args.out or f"runs/{args.dataset}"
+        path = latest_checkpoint(place)
+        values = {**load_checkpoint(path).get("options", {}), **given, "resume": str(path)}
+    return TrainOptions.from_dict(values)
+
+
+def _run_train(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from .training import train
+
+    result = train(_train_options(args, argv))
+    if result.checkpoint is not None:
+        print(f"checkpoint: {result.checkpoint}   log: {result.out / 'log.jsonl'}   curve: {result.out / 'loss.png'}"
+              f"   ({result.seconds:.0f} s)")
+    return 130 if result.interrupted else 0
+
+
+def _run_translate(args: argparse.Namespace) -> int:
+    from .evaluation import translate_sentences
+    from .training import load_model
+    from .utils import get_device
+
+    device = get_device(None if args.device == "auto" else args.device)
+    model, tokenizer, _ = load_model(args.checkpoint, device)
+    sentences = args.text or [line.rstrip("\n") for line in sys.stdin]
+    for line in translate_sentences(model, tokenizer, sentences, device, args.batch_size, args.extra_length):
+        print(line, flush=True)
+    return 0
+
+
+def _run_average(args: argparse.Namespace) -> int:
+    from .training import atomic_torch_save, average_checkpoints, list_checkpoints
+
+    paths: list[Path] = []
+    for item in args.checkpoints:
+        item = Path(item)
+        if item.is_dir():
+            found = list_checkpoints(item)
+            if not found:
+                raise FileNotFoundError(f"the folder {item} holds no checkpoint-<step>.pt files")
+            paths.extend(found)
+        elif item.is_file():
+            paths.append(item)
+        else:
+            raise FileNotFoundError(f"no checkpoint file or run folder at {item}")
+    if args.last is not None:
+        if args.last < 1 or args.last > len(paths):
+            raise ValueError(f"--last must be between 1 and the {len(paths)} checkpoints given, got {args.last}")
+        paths = paths[-args.last :]
+    out = atomic_torch_save(average_checkpoints(paths), args.out)
+    print(f"averaged {len(paths)} checkpoints ({', '.join(p.name for p in paths)}) into {out}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (130 after Ctrl-C, 2 after an error).
+
+    Args:
+        argv: the arguments after the program name (default: ``sys.argv[1:]``).
+    """
+    from .training import CheckpointError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "train":
+            return _run_train(args, argv[1:])
+        if args.command == "translate":
+            return _run_translate(args)
+        return _run_average(args)
+    except (CheckpointError, FileNotFoundError, FileExistsError, ValueError) as error:
+        print(f"minitransformer {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

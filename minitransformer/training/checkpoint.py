@@ -1,0 +1,332 @@
+"""Checkpoints: written atomically, read safely, checked against the model, averaged.
+
+A checkpoint is one ``torch.save`` file holding only tensors and plain Python values, so
+``torch.load(weights_only=True)`` reads it without running any pickled code:
+
+* ``format`` / ``format_version``: says that this is a minitransformer checkpoint;
+* ``config``: the :class:`TransformerConfig` as a dict; ``tokenizer``: the BPE tokenizer as
+  its JSON string, so translating later uses exactly the training vocabulary;
+* ``model``, ``optimizer``, ``scheduler``: state dicts (the last two absent after averaging);
+* ``step`` (optimizer updates done), ``epoch`` and ``batches_done`` (position inside the epoch);
+* ``rng``: one entry per process of the random states of Python, NumPy and PyTorch;
+* ``options``: the training options as a dict; ``metrics``: the latest figures.
+
+Writing goes to a temporary file in the same folder, then ``os.replace`` renames it: the
+name only ever points at a complete file. Paper, section 6.1: the base models were used
+as "a single model obtained by averaging the last 5 checkpoints"; see
+:func:`average_checkpoints`. Taught in lesson 07.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import re
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..config import TransformerConfig
+from ..data import SharedTokenizer
+from ..model import Transformer
+
+FORMAT = "minitransformer-checkpoint"
+FORMAT_VERSION = 1
+CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)\.pt$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: unreadable, foreign, or for another model."""
+
+
+def checkpoint_path(folder: str | Path, step: int) -> Path:
+    """Where the checkpoint of optimizer step ``step`` goes: ``folder/checkpoint-00001234.pt``."""
+    return Path(folder) / f"checkpoint-{step:08d}.pt"
+
+
+def list_checkpoints(folder: str | Path) -> list[Path]:
+    """The checkpoints of a run folder, oldest (lowest step) first.
+
+    Args:
+        folder: a run's output folder.
+
+    Returns:
+        Paths of the files named ``checkpoint-<step>.pt``; empty if there are none.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := CHECKPOINT_PATTERN.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(path: str | Path) -> Path:
+    """``path`` itself if it is a file, else the newest checkpoint in the folder ``path``.
+
+    Raises:
+        FileNotFoundError: no such file, or a folder without checkpoints.
+    """
+    path = Path(path)
+    if path.is_file():
+        return path
+    if path.is_dir():
+        found = list_checkpoints(path)
+        if not found:
+            raise FileNotFoundError(f"the folder {path} holds no checkpoint-<step>.pt files")
+        return found[-1]
+    raise FileNotFoundError(f"no checkpoint file or run folder at {path}")
+
+
+# --- random states ------------------------------------------------------------
+def capture_rng_state() -> dict[str, Any]:
+    """The random states of Python, NumPy and PyTorch (CPU and CUDA) as tensors and plain values."""
+    version, internal, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": [version, list(internal), gauss],
+        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+    return state
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    """Inverse of :func:`capture_rng_state`."""
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    n = state["numpy"]
+    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
+                         n["cached_gaussian"]))
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# --- writing ------------------------------------------------------------------
+def atomic_torch_save(obj: Any, path: str | Path) -> Path:
+    """``torch.save`` to a temporary file in the same folder, then rename it to ``path``.
+
+    A crash or a second Ctrl-C while writing leaves the previous file (or none), never a
+    half-written one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            torch.save(obj, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return path
+
+
+def make_checkpoint(
+    model: Transformer,
+    tokenizer: SharedTokenizer,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    step: int = 0,
+    epoch: int = 0,
+    batches_done: int = 0,
+    rng: list[dict[str, Any]] | None = None,
+    options: dict[str, Any] | None = None,
+    metrics: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Gather everything a checkpoint holds into one dict of tensors and plain values.
+
+    Args:
+        model: the bare model (not wrapped by DDP or ``torch.compile``).
+        tokenizer: the shared tokenizer the model was trained with.
+        optimizer: its state, to resume training.
+        scheduler: the learning-rate scheduler's state.
+        step: optimizer updates done.
+        epoch: the epoch in progress (0-based).
+        batches_done: batches of that epoch this process has already trained on.
+        rng: random states, one per process; default this process's.
+        options: training options (plain values only).
+        metrics: latest figures (plain values only).
+
+    Returns:
+        The checkpoint dict.
+    """
+    if not isinstance(model, Transformer):
+        raise TypeError(f"model must be the bare Transformer (unwrap DDP / torch.compile), got {type(model).__name__}")
+    checkpoint: dict[str, Any] = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "config": model.config.to_dict(),
+        "tokenizer": tokenizer.to_str(),
+        "model": model.state_dict(),
+        "step": int(step),
+        "epoch": int(epoch),
+        "batches_done": int(batches_done),
+        "rng": rng if rng is not None else [capture_rng_state()],
+        "options": dict(options or {}),
+        "metrics": dict(metrics or {}),
+        "torch_version": torch.__version__,
+    }
+    if optimizer is not None:
+        checkpoint["optimizer"] = optimizer.state_dict()
+    if scheduler is not None:
+        checkpoint["scheduler"] = scheduler.state_dict()
+    return checkpoint
+
+
+def save_checkpoint(path: str | Path, model: Transformer, tokenizer: SharedTokenizer, **fields: Any) -> Path:
+    """Build a checkpoint with :func:`make_checkpoint` and write it atomically.
+
+    Args:
+        path: destination file.
+        model: the bare model.
+        tokenizer: its tokenizer.
+        **fields: the other arguments of :func:`make_checkpoint`.
+
+    Returns:
+        ``path``.
+    """
+    return atomic_torch_save(make_checkpoint(model, tokenizer, **fields), path)
+
+
+# --- reading ------------------------------------------------------------------
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read and check a checkpoint file with ``torch.load(weights_only=True)``.
+
+    Args:
+        path: a checkpoint file, or a run folder (its newest checkpoint).
+        map_location: where tensors go; the CPU by default.
+
+    Returns:
+        The checkpoint dict (see the module docstring).
+
+    Raises:
+        FileNotFoundError: no such file or folder.
+        CheckpointError: a truncated or corrupted file, or not a minitransformer checkpoint.
+    """
+    path = latest_checkpoint(path)
+    try:
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, OSError, ValueError) as error:
+        size = path.stat().st_size
+        raise CheckpointError(
+            f"checkpoint {path} is truncated or corrupted ({size} bytes; torch.load said: "
+            f"{str(error).splitlines()[0] if str(error) else type(error).__name__}); use an earlier "
+            "checkpoint of the run or train again"
+        ) from error
+    if not isinstance(checkpoint, dict) or checkpoint.get("format") != FORMAT:
+        found = sorted(checkpoint)[:8] if isinstance(checkpoint, dict) else type(checkpoint).__name__
+        raise CheckpointError(
+            f"checkpoint {path} is not a minitransformer checkpoint: expected a dict with "
+            f"format={FORMAT!r}, found {found}"
+        )
+    version = checkpoint.get("format_version")
+    if version != FORMAT_VERSION:
+        raise CheckpointError(
+            f"checkpoint {path} has format version {version}, but this minitransformer reads "
+            f"version {FORMAT_VERSION}"
+        )
+    for key in ("config", "tokenizer", "model", "step"):
+        if key not in checkpoint:
+            raise CheckpointError(f"checkpoint {path} is not a complete minitransformer checkpoint: '{key}' is missing")
+    return checkpoint
+
+
+def check_compatible(checkpoint: dict[str, Any], config: TransformerConfig, path: str | Path = "") -> None:
+    """Raise :class:`CheckpointError` unless the checkpoint was written for a model of ``config``.
+
+    Dropout may differ (it has no weights); every size must match.
+    """
+    theirs = TransformerConfig.from_dict(checkpoint["config"]).to_dict()
+    ours = config.to_dict()
+    differ = [k for k in ours if k != "dropout" and ours[k] != theirs.get(k)]
+    if differ:
+        written = ", ".join(f"{k}={theirs.get(k)}" for k in differ)
+        current = ", ".join(f"{k}={ours[k]}" for k in differ)
+        raise CheckpointError(
+            f"checkpoint {path} was written for a model with {written}, but this model has {current}"
+        )
+
+
+def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Transformer, SharedTokenizer, dict[str, Any]]:
+    """Rebuild the trained model and its tokenizer from a checkpoint, in eval mode.
+
+    Args:
+        path: a checkpoint file or a run folder (its newest checkpoint).
+        device: where the model goes.
+
+    Returns:
+        ``(model, tokenizer, checkpoint)``.
+    """
+    checkpoint = load_checkpoint(path)
+    config = TransformerConfig.from_dict(checkpoint["config"])
+    model = Transformer(config)
+    load_model_state(model, checkpoint, path)
+    tokenizer = SharedTokenizer.from_str(checkpoint["tokenizer"])
+    if tokenizer.vocab_size != config.tgt_vocab_size:
+        raise CheckpointError(
+            f"checkpoint {path} holds a tokenizer of {tokenizer.vocab_size} tokens but a model "
+            f"for {config.tgt_vocab_size}: it was not written by minitransformer's training"
+        )
+    return model.to(device).eval(), tokenizer, checkpoint
+
+
+def load_model_state(model: nn.Module, checkpoint: dict[str, Any], path: str | Path = "") -> None:
+    """Load the checkpoint's weights into ``model`` after checking that the configs agree."""
+    if isinstance(model, Transformer):
+        check_compatible(checkpoint, model.config, path)
+    try:
+        model.load_state_dict(checkpoint["model"])
+    except RuntimeError as error:
+        raise CheckpointError(f"checkpoint {path} does not fit this model: {error}") from error
+
+
+# --- averaging ----------------------------------------------------------------
+def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:
+    """Average the model weights of several checkpoints of one run (paper, section 6.1).
+
+    Every floating-point tensor of the model becomes the mean of its k values (computed in
+    float64); the rest of the checkpoint (config, tokenizer, step, ...) is the last file's.
+    The result holds no optimizer or scheduler: it is for translating, not for resuming.
+
+    Args:
+        paths: two or more checkpoint files of models with the same config.
+
+    Returns:
+        A checkpoint dict; write it with :func:`atomic_torch_save`.
+    """
+    if len(paths) < 1:
+        raise ValueError("expected at least one checkpoint to average, got none")
+    first = load_checkpoint(paths[0])
+    config = TransformerConfig.from_dict(first["config"])
+    # copy=True: tied weights share storage, and an in-place sum must not add into the others.
+    sums = {k: v.to(torch.float64, copy=True) if v.is_floating_point() else v for k, v in first["model"].items()}
+    last = first
+    for path in paths[1:]:
+        last = load_checkpoint(path)
+        check_compatible(last, config, path)
+        if last["tokenizer"] != first["tokenizer"]:
+            raise CheckpointError(
+                f"checkpoint {path} was trained with another tokenizer than {paths[0]}: only "
+                "checkpoints of the same run can be averaged"
+            )
+        for k, v in last["model"].items():
+            if v.is_floating_point():
+                sums[k] += v.double()
+    reference = last["model"]
+    model = {k: (v / len(paths)).to(reference[k].dtype) if v.is_floating_point() else reference[k]
+             for k, v in sums.items()}
+    averaged = {k: v for k, v in last.items() if k not in ("optimizer", "scheduler")}
+    averaged["model"] = model
+    averaged["averaged_from"] = [str(p) for p in paths]
+    return averaged

@@ -1,0 +1,258 @@
+"""``train(options)``: build everything a run needs, train, test, report (lesson 07).
+
+This is what ``python -m minitransformer train`` runs; a notebook can call it too:
+
+    from minitransformer.training import TrainOptions, train
+    result = train(TrainOptions(dataset="dates", epochs=3, overwrite=True))
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from ..data import SharedTokenizer, padding_fraction, tokenization_report
+from ..evaluation import METRICS
+from ..model import Transformer
+from ..utils import set_seed
+from .checkpoint import check_compatible, latest_checkpoint, list_checkpoints, load_checkpoint, restore_rng_state
+from .corpus import Corpus, drop_long, encode_pairs, load_corpus
+from .distributed import DistInfo, StopRequest, broadcast_object, cleanup_distributed, init_distributed
+from .options import TrainOptions
+from .runlog import RunLog, loss_curves, read_log
+from .schedule import transformer_scheduler
+from .trainer import Trainer
+
+
+@dataclass
+class TrainResult:
+    """What a run left behind.
+
+    Attributes:
+        out: the output folder.
+        checkpoint: the last checkpoint written (None on processes other than the main one).
+        step: optimizer steps done.
+        interrupted: stopped early by Ctrl-C / SIGTERM.
+        metrics: last figures: train_loss, val_loss, val_nll, val_<metric>, test_<metric>.
+        seconds: wall-clock time of the whole call.
+    """
+
+    out: Path
+    checkpoint: Path | None
+    step: int
+    interrupted: bool
+    metrics: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def _precision(options: TrainOptions, device: torch.device) -> bool:
+    """True for bf16 autocast; checks that the device can do it."""
+    if options.precision == "auto":
+        return device.type == "cuda" and torch.cuda.is_bf16_supported()
+    if options.precision == "fp32":
+        return False
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ValueError(f"precision 'bf16' was asked for, but the GPU {torch.cuda.get_device_name(device)} "
+                         "does not support bfloat16; use --precision fp32")
+    if device.type not in ("cuda", "cpu"):
+        raise ValueError(f"precision 'bf16' is supported on cuda and cpu devices, got {device.type}")
+    return True
+
+
+def _make_optimizer(model: Transformer, device: torch.device) -> torch.optim.Adam:
+    """Adam with the paper's (0.9, 0.98, 1e-9); the fused CUDA kernel on a GPU, foreach elsewhere."""
+    fast = {"fused": True} if device.type == "cuda" else {"foreach": True}
+    return torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, **fast)
+
+
+def _check_out_folder(options: TrainOptions) -> None:
+    earlier = list_checkpoints(options.out or ".")
+    if earlier and not options.resume:
+        if not options.overwrite:
+            raise FileExistsError(
+                f"{options.out} holds checkpoints of an earlier run (newest: {earlier[-1].name}); pass "
+                "--resume to continue it, --overwrite to start afresh (deletes them), or another --out"
+            )
+
+
+def _say(info: DistInfo, text: str) -> None:
+    if info.is_main:
+        print(text, flush=True)
+
+
+def train(options: TrainOptions) -> TrainResult:
+    """Train a Transformer as ``options`` say; resume, test and report.
+
+    Args:
+        options: the settings; None fields take the dataset's recipe.
+
+    Returns:
+        A :class:`TrainResult`.
+    """
+    started = time.perf_counter()
+    o = options.resolved()
+    info, device = init_distributed(o.device)
+    try:
+        return _train(o, info, device, started)
+    finally:
+        cleanup_distributed()
+
+
+def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float) -> TrainResult:
+    out = Path(o.out or ".")
+    _check_out_folder(o)
+    checkpoint = load_checkpoint(latest_checkpoint(out if o.resume == "auto" else o.resume)) if o.resume else None
+    if info.is_main and o.overwrite and not o.resume:
+        for old in list_checkpoints(out):
+            old.unlink()
+    set_seed(o.seed)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls on tensor cores
+    corpus = load_corpus(o)
+    if checkpoint is not None:
+        tokenizer = SharedTokenizer.from_str(checkpoint["tokenizer"])
+    else:
+        text = SharedTokenizer.cached(corpus.train, o.vocab_size or 8000).to_str() if info.is_main else None
+        tokenizer = SharedTokenizer.from_str(broadcast_object(text, info))
+    config = o.model_config(tokenizer.vocab_size, tokenizer.pad_id)
+    if checkpoint is not None:
+        check_compatible(checkpoint, config, o.resume or "")
+    report = tokenization_report(tokenizer, [s for pair in corpus.train for s in pair])
+    longest = min(config.max_len, o.batch_tokens or 4096)
+    train_ids, dropped = drop_long(encode_pairs(tokenizer, corpus.train), longest)
+    valid_ids, _ = drop_long(encode_pairs(tokenizer, corpus.validation), config.max_len)
+
+    model = Transformer(config).to(device)
+    optimizer = _make_optimizer(model, device)
+    scheduler = transformer_scheduler(optimizer, config.d_model, o.warmup or 4000, o.lr_factor or 1.0)
+    bf16 = _precision(o, device)
+    log = RunLog(out / "log.jsonl", enabled=info.is_main, fresh=checkpoint is None)
+    module: torch.nn.Module = model
+    if info.enabled:
+        module = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    trainer = Trainer(model, module, tokenizer, optimizer, scheduler, train_ids, valid_ids, corpus.validation,
+                      corpus.metric, o, device, info, log, bf16)
+    if checkpoint is not None:
+        _restore(trainer, checkpoint, info, o.seed)
+    elif info.enabled:
+        torch.manual_seed(o.seed + info.rank)  # other dropout masks on each process
+    if o.compile:
+        trainer.module = torch.compile(module)
+    if info.is_main:
+        tokenizer.save(out / "tokenizer.json")
+    pad = padding_fraction(trainer.sampler.all_batches(), trainer.sampler.src_lengths, trainer.sampler.tgt_lengths)
+    setup = dict(options=o.to_dict(), n_train=len(train_ids), n_dropped=dropped, n_validation=len(corpus.validation),
+                 n_test=len(corpus.test or []), vocab_size=tokenizer.vocab_size, mean_tokens=report.mean_tokens,
+                 max_tokens=report.max_tokens, unk_fraction=report.unk_fraction, parameters=model.num_parameters(),
+                 config=config.to_dict(), device=str(device), bf16=bf16, world_size=info.world_size,
+                 batches_per_epoch=len(trainer.sampler) * info.world_size, padding_fraction=pad,
+                 resumed_from_step=trainer.step)
+    log.write("setup", **setup)
+    _print_setup(info, o, setup, dropped)
+    with StopRequest() as stop:
+        try:
+            interrupted = trainer.run(stop)
+        except KeyboardInterrupt:
+            # Only when no signal handler could be set (not the main thread) or on a second Ctrl-C.
+            if not stop.requested and not info.enabled:
+                trainer.save()
+                _say(info, f"interrupted: checkpoint of step {trainer.step} written in {out}")
+            raise
+    metrics = dict(trainer.metrics)
+    if interrupted:
+        _say(info, f"interrupted by {stop.signal_name} at step {trainer.step}: checkpoint written in {out}; "
+             "continue with --resume")
+    else:
+        _finish(trainer, corpus, metrics, log)
+    if info.is_main:
+        save_loss_plot(out / "log.jsonl", out / "loss.png")
+    last = list_checkpoints(out)[-1] if info.is_main else None
+    seconds = time.perf_counter() - started
+    log.write("done", step=trainer.step, interrupted=interrupted, seconds=seconds, **metrics)
+    return TrainResult(out, last, trainer.step, interrupted, metrics, seconds)
+
+
+def _restore(trainer: Trainer, checkpoint: dict[str, Any], info: DistInfo, seed: int) -> None:
+    trainer.model.load_state_dict(checkpoint["model"])
+    if "optimizer" not in checkpoint or "scheduler" not in checkpoint:
+        raise ValueError("the checkpoint holds no optimizer or schedule state (an averaged checkpoint?): "
+                         "it can translate but not resume training")
+    fast = {k: trainer.optimizer.param_groups[0][k] for k in ("fused", "foreach")}
+    trainer.optimizer.load_state_dict(checkpoint["optimizer"])
+    for group in trainer.optimizer.param_groups:
+        group.update(fast)  # the kernel choice belongs to this machine, not the one that wrote it
+    trainer.scheduler.load_state_dict(checkpoint["scheduler"])
+    trainer.step, trainer.epoch = checkpoint["step"], checkpoint["epoch"]
+    trainer.batches_done = checkpoint.get("batches_done", 0)
+    trainer.metrics = dict(checkpoint.get("metrics", {}))
+    trainer.saved_step = trainer.step
+    states = checkpoint.get("rng", [])
+    if len(states) == info.world_size:
+        restore_rng_state(states[info.rank])
+    else:
+        # Another number of processes: the run goes on, but not bit for bit.
+        set_seed(seed + trainer.step + info.rank)
+        random.seed(seed + trainer.step + info.rank)
+
+
+def _print_setup(info: DistInfo, o: TrainOptions, s: dict[str, Any], dropped: int) -> None:
+    c = s["config"]
+    what = {"dates": f"dates {o.src_locale} -> {o.tgt_locale}", "multi30k": f"Multi30k {o.src_lang} -> {o.tgt_lang}",
+            "text": f"{o.src_file} -> {o.tgt_file}"}[o.dataset]
+    extra = f" ({dropped:,} longer pairs left out)" if dropped else ""
+    _say(info, f"data: {what}: {s['n_train']:,} training{extra}, {s['n_validation']:,} validation, "
+               f"{s['n_test']:,} test pairs")
+    _say(info, f"BPE vocabulary: {s['vocab_size']:,} tokens; {s['mean_tokens']:.1f} tokens per sentence on average "
+               f"(longest {s['max_tokens']})")
+    _say(info, f"model: {c['n_encoder_layers']}+{c['n_decoder_layers']} layers, d_model {c['d_model']}, "
+               f"{c['n_heads']} heads, d_ff {c['d_ff']}, {s['parameters'] / 1e6:.2f}M parameters on {s['device']}"
+               f"{' x' + str(s['world_size']) if s['world_size'] > 1 else ''} "
+               f"({'bf16' if s['bf16'] else 'fp32'}{', compiled' if o.compile else ''})")
+    _say(info, f"batches: {o.batch_tokens:,} tokens per side, {s['batches_per_epoch']:,} per epoch, "
+               f"padding {100 * s['padding_fraction']:.1f}%"
+               f"{'; resuming at step ' + str(s['resumed_from_step']) if s['resumed_from_step'] else ''}")
+
+
+def _finish(trainer: Trainer, corpus: Corpus, metrics: dict[str, Any], log: RunLog) -> None:
+    """Score the test split, show a few translations."""
+    info, o = trainer.info, trainer.options
+    pairs = corpus.test if corpus.test else corpus.validation
+    split = "test" if corpus.test else "validation"
+    hypotheses = trainer.translate([s for s, _ in pairs])
+    score = METRICS[corpus.metric](hypotheses, [t for _, t in pairs])
+    metrics[f"{split}_{corpus.metric}"] = score
+    log.write(split, step=trainer.step, n=len(pairs), **{corpus.metric: score},
+              examples=[[s, h, t] for (s, t), h in list(zip(pairs, hypotheses))[: o.show]])
+    shown = f"{100 * score:.2f}% exact match" if corpus.metric == "exact_match" else f"BLEU {score:.2f}"
+    _say(info, f"{split}: {shown} on {len(pairs):,} pairs after {trainer.step:,} steps")
+    for (src, ref), hyp in list(zip(pairs, hypotheses))[: o.show]:
+        mark = "=" if hyp == ref else "x"
+        _say(info, f"  {src}  ->  {hyp}  [{mark} {ref}]")
+
+
+def save_loss_plot(log_path: str | Path, png_path: str | Path) -> Path:
+    """Draw the training and validation losses of a run's log into a PNG file.
+
+    Args:
+        log_path: the run's ``log.jsonl``.
+        png_path: the image to write.
+
+    Returns:
+        ``png_path``.
+    """
+    from matplotlib.figure import Figure
+
+    from ..plotting import plot_loss_curve
+
+    curves = loss_curves(read_log(log_path))
+    figure = Figure(figsize=(7, 4), layout="constrained")
+    plot_loss_curve(curves["steps"], curves["train_loss"], curves["val_steps"], curves["val_loss"],
+                    ax=figure.subplots(), title=f"loss of {Path(log_path).parent.name}")
+    figure.savefig(png_path, dpi=120)
+    return Path(png_path)

@@ -1,0 +1,87 @@
+"""The run's JSON lines log: one JSON object per line, every figure of the run.
+
+Records carry an ``event``: "setup" (data, vocabulary, model, batching), "train" (step,
+loss, learning rate, tokens per second, gradient norm), "epoch" (validation loss and the
+quality figure), "checkpoint", "interrupted" and "test".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+
+class RunLog:
+    """Appends records to ``path``; inactive (writes nothing) when ``enabled`` is False.
+
+    Args:
+        path: the ``.jsonl`` file.
+        enabled: only the main process writes.
+        fresh: empty the file first (a new run) instead of appending (a resumed run).
+    """
+
+    def __init__(self, path: str | Path, enabled: bool = True, fresh: bool = True) -> None:
+        self.path = Path(path)
+        self.enabled = enabled
+        if enabled:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if fresh:
+                self.path.write_text("", encoding="utf-8")
+
+    def write(self, event: str, **fields: Any) -> None:
+        """Append one record ``{"event": event, "time": ..., **fields}``."""
+        if not self.enabled:
+            return
+        record = {"event": event, "time": round(time.time(), 3)}
+        record.update({k: _plain(v) for k, v in fields.items()})
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no NaN or infinity
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def read_log(path: str | Path) -> list[dict[str, Any]]:
+    """All records of a JSON lines log, in order (a cut-off last line is skipped).
+
+    Args:
+        path: the ``.jsonl`` file.
+
+    Returns:
+        The records as dicts.
+    """
+    records = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def loss_curves(records: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Training and validation losses by step, from log records (a resumed run's repeats use the latest).
+
+    Returns:
+        ``{"steps", "train_loss", "val_steps", "val_loss"}``.
+    """
+    train: dict[int, float] = {}
+    val: dict[int, float] = {}
+    for r in records:
+        if r.get("event") == "train" and isinstance(r.get("loss"), (int, float)):
+            train[r["step"]] = r["loss"]
+        elif r.get("event") == "epoch" and isinstance(r.get("val_loss"), (int, float)):
+            val[r["step"]] = r["val_loss"]
+    steps, vsteps = sorted(train), sorted(val)
+    return {"steps": steps, "train_loss": [train[s] for s in steps],
+            "val_steps": vsteps, "val_loss": [val[s] for s in vsteps]}

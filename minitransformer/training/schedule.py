@@ -1,0 +1,81 @@
+"""The learning-rate schedule of the paper: linear warm-up, then inverse square root decay.
+
+Paper, section 5.3: lrate = d_model^-0.5 * min(step_num^-0.5, step_num * warmup_steps^-1.5),
+with warmup_steps = 4000. The two terms meet at step_num = warmup_steps, where the rate
+peaks at d_model^-0.5 * warmup_steps^-0.5. ``factor`` scales the whole curve (1 in the
+paper; small models and small batches often like 1-2). Taught in lesson 07.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.optim.lr_scheduler import LambdaLR
+
+
+def transformer_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
+    """The paper's learning rate at optimizer step ``step`` (counted from 1).
+
+    Args:
+        step: the optimizer step, 1 for the first update.
+        d_model: model width D.
+        warmup: warm-up steps (paper: 4000).
+        factor: multiplier of the whole schedule.
+
+    Returns:
+        factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).
+    """
+    if step < 1:
+        raise ValueError(f"step counts optimizer updates from 1, got {step}")
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+class WarmupInverseSqrt:
+    """Picklable multiplier for ``LambdaLR``: update k (0-based) gets ``transformer_lr(k + 1)``.
+
+    A small class rather than a lambda so that ``LambdaLR.state_dict`` stores its numbers
+    (d_model, warmup, factor) and a checkpoint restores them.
+
+    Args:
+        d_model: model width D.
+        warmup: warm-up steps.
+        factor: multiplier of the whole schedule.
+    """
+
+    def __init__(self, d_model: int, warmup: int, factor: float = 1.0) -> None:
+        if d_model < 1 or warmup < 1 or not factor > 0 or not math.isfinite(factor):
+            raise ValueError(
+                f"expected d_model >= 1, warmup >= 1 and a positive finite factor, got "
+                f"d_model={d_model}, warmup={warmup}, factor={factor}"
+            )
+        self.d_model = d_model
+        self.warmup = warmup
+        self.factor = factor
+
+    def __call__(self, index: int) -> float:
+        # LambdaLR asks for index 0 before the first update; the paper's steps start at 1.
+        return transformer_lr(index + 1, self.d_model, self.warmup, self.factor)
+
+
+def transformer_scheduler(
+    optimizer: torch.optim.Optimizer, d_model: int, warmup: int = 4000, factor: float = 1.0
+) -> LambdaLR:
+    """A ``LambdaLR`` that gives the optimizer the paper's learning rate at every step.
+
+    Sets each parameter group's base learning rate to 1, so the group's ``lr`` is exactly
+    the schedule's value. Call ``scheduler.step()`` after each ``optimizer.step()``.
+
+    Args:
+        optimizer: e.g. ``Adam(params, betas=(0.9, 0.98), eps=1e-9)``; its lr is replaced.
+        d_model: model width D.
+        warmup: warm-up steps (paper: 4000).
+        factor: multiplier of the whole schedule.
+
+    Returns:
+        The scheduler (save and restore it with ``state_dict`` / ``load_state_dict``).
+    """
+    for group in optimizer.param_groups:
+        group["lr"] = 1.0
+        group.pop("initial_lr", None)
+    return LambdaLR(optimizer, WarmupInverseSqrt(d_model, warmup, factor))

@@ -1,0 +1,291 @@
+"""The training loop: token batches, accumulation, clipping, DDP, bf16, checkpoints (lesson 07).
+
+:class:`Trainer` owns one run's moving parts once they are built (see
+:func:`minitransformer.training.train` for building them from options) and trains epoch
+after epoch until the epochs, the step limit or the quality target is reached, or a
+Ctrl-C asks it to stop. Each optimizer step:
+
+1. takes ``accumulate`` token batches of this process and counts their target tokens
+   over all processes (together with "did anyone press Ctrl-C?");
+2. runs forward (under bf16 autocast when asked) and backward on each batch, scaling its
+   summed loss so that the gradients add up to the mean over all those tokens; DDP
+   synchronises the gradients on the last batch only;
+3. clips the gradient norm, steps Adam and the warm-up schedule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from ..data import SharedTokenizer, TokenBatchSampler, collate_pairs
+from ..evaluation import METRICS, translate_sentences
+from ..model import Transformer
+from .checkpoint import capture_rng_state, checkpoint_path, list_checkpoints, save_checkpoint
+from .corpus import IdPairs, Pairs
+from .distributed import DistInfo, StopRequest, all_gather_objects, all_reduce_sum, barrier
+from .loss import label_smoothed_nll
+from .options import TrainOptions
+from .runlog import RunLog
+
+
+class Trainer:
+    """Trains a model on token batches and evaluates it after every epoch.
+
+    Args:
+        model: the bare model, already on ``device``.
+        module: what the forward pass calls: ``model`` itself, or it wrapped by DDP and/or
+            ``torch.compile``.
+        tokenizer: the shared tokenizer.
+        optimizer: Adam (or any optimizer).
+        scheduler: the learning-rate schedule, stepped after every update.
+        train_ids: encoded training pairs.
+        valid_ids: encoded validation pairs (for the loss).
+        valid_pairs: validation sentences (for the quality figure).
+        metric: "exact_match" or "bleu".
+        options: the run's resolved options.
+        device: this process's device.
+        info: this process's place among the processes.
+        log: the JSON lines log.
+        bf16: run forward passes under bf16 autocast.
+    """
+
+    def __init__(self, model: Transformer, module: nn.Module, tokenizer: SharedTokenizer,
+                 optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler,
+                 train_ids: IdPairs, valid_ids: IdPairs, valid_pairs: Pairs, metric: str,
+                 options: TrainOptions, device: torch.device, info: DistInfo, log: RunLog,
+                 bf16: bool = False) -> None:
+        self.model, self.module, self.tokenizer = model, module, tokenizer
+        self.optimizer, self.scheduler = optimizer, scheduler
+        self.train_ids, self.valid_ids, self.valid_pairs = train_ids, valid_ids, valid_pairs
+        self.metric, self.options, self.device, self.info, self.log = metric, options, device, info, log
+        self.bf16 = bf16
+        self.out = Path(options.out or ".")
+        self.budget = options.batch_tokens or 4096
+        self.sampler = TokenBatchSampler([len(s) for s, _ in train_ids], [len(t) for _, t in train_ids],
+                                         self.budget, shuffle=True, seed=options.seed,
+                                         rank=info.rank, world_size=info.world_size)
+        longest = max(max(len(s), len(t)) for s, t in valid_ids)
+        self.valid_sampler = TokenBatchSampler([len(s) for s, _ in valid_ids], [len(t) for _, t in valid_ids],
+                                               max(self.budget, longest), shuffle=False,
+                                               rank=info.rank, world_size=info.world_size)
+        self.step = self.epoch = self.batches_done = 0
+        self.metrics: dict[str, Any] = {}
+        self.saved_step = -1
+        self.grad_norm: torch.Tensor | None = None
+
+    # --- pieces -----------------------------------------------------------------
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """bf16 autocast when asked for, else nothing."""
+        if not self.bf16:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+
+    def collate(self, indices: list[int], pairs: IdPairs) -> Any:
+        tok = self.tokenizer
+        return collate_pairs([pairs[i] for i in indices], tok.pad_id, tok.bos_id, tok.eos_id).to(
+            self.device, non_blocking=True)
+
+    def steps_per_epoch(self) -> int:
+        """Optimizer steps in one epoch (the exact count varies by a step or so between epochs)."""
+        return math.ceil(len(self.sampler) / self.options.accumulate)
+
+    def _windows(self) -> Iterator[tuple[int, list[list[int]]]]:
+        """This epoch's batches in groups of ``accumulate``, from ``batches_done`` on."""
+        self.sampler.set_epoch(self.epoch)
+        batches = list(self.sampler)
+        acc = self.options.accumulate
+        for start in range(self.batches_done, len(batches), acc):
+            yield start + len(batches[start : start + acc]), batches[start : start + acc]
+
+    # --- training ---------------------------------------------------------------
+    def train_step(self, window: list[list[int]], global_tokens: float) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+        """One optimizer update over the batches of ``window`` (this process's share).
+
+        Returns:
+            Summed loss and NLL (tensors on the device), target tokens and all tokens of this process.
+        """
+        scale = self.info.world_size / global_tokens  # DDP averages over processes
+        loss_total = torch.zeros((), device=self.device)
+        nll_total = torch.zeros((), device=self.device)
+        n_tgt = n_all = 0
+        for k, indices in enumerate(window):
+            batch = self.collate(indices, self.train_ids)
+            last = k == len(window) - 1
+            sync = self.module.no_sync() if self.info.enabled and not last else contextlib.nullcontext()
+            with sync:
+                with self.autocast():
+                    logits = self.module(batch.src, batch.tgt_in)  # (B, T, V)
+                loss_sum, nll_sum, _ = label_smoothed_nll(logits, batch.tgt_out, self.options.label_smoothing,
+                                                          self.tokenizer.pad_id)
+                (loss_sum * scale).backward()
+            loss_total += loss_sum.detach()
+            nll_total += nll_sum.detach()
+            n_tgt += batch.n_tgt_tokens
+            n_all += batch.n_src_tokens + batch.n_tgt_tokens
+        if self.options.clip_norm > 0:
+            self.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.options.clip_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss_total, nll_total, n_tgt, n_all
+
+    def run(self, stop: StopRequest) -> bool:
+        """Train until the end; returns True when stopped by a signal (a checkpoint is written)."""
+        o = self.options
+        epochs = o.epochs if o.epochs is not None else 10**9
+        total = [o.max_steps] if o.max_steps else []
+        if o.epochs is not None:
+            total.append(o.epochs * self.steps_per_epoch())
+        bar = tqdm(total=min(total) if total else None, initial=self.step, unit="step", dynamic_ncols=True,
+                   disable=not self.info.is_main, leave=False)
+        try:
+            while self.epoch < epochs and not self._done():
+                interrupted = self._train_epoch(bar, stop)
+                if interrupted:
+                    self.log.write("interrupted", step=self.step, epoch=self.epoch, signal=stop.signal_name)
+                    self.save()
+                    return True
+                if self.batches_done == 0:  # the epoch was completed
+                    if self._end_of_epoch(bar):
+                        break
+        finally:
+            bar.close()
+        if self.saved_step != self.step:
+            self.save()
+        return False
+
+    def _done(self) -> bool:
+        o = self.options
+        if o.max_steps is not None and self.step >= o.max_steps:
+            return True
+        return o.target is not None and self.metrics.get("val_" + self.metric, -math.inf) >= o.target
+
+    def _train_epoch(self, bar: Any, stop: StopRequest) -> bool:
+        o, info = self.options, self.info
+        epoch_loss = epoch_tokens = 0.0
+        since_loss = torch.zeros((), device=self.device)
+        since_nll = torch.zeros((), device=self.device)
+        since_tgt = since_all = 0
+        since_time = time.perf_counter()
+        self.module.train()
+        for done, window in self._windows():
+            local_tokens = sum(len(self.train_ids[i][1]) for b in window for i in b)
+            global_tokens, stop_votes = all_reduce_sum([local_tokens, float(stop.requested)], info, self.device)
+            if stop_votes > 0:
+                return True
+            loss, nll, n_tgt, n_all = self.train_step(window, global_tokens)
+            self.step += 1
+            self.batches_done = done
+            since_loss += loss
+            since_nll += nll
+            since_tgt += n_tgt
+            since_all += n_all
+            bar.update(1)
+            if self.step % o.log_every == 0 or self.step == o.max_steps:
+                seconds = time.perf_counter() - since_time
+                mean_loss = since_loss.item() / max(since_tgt, 1)
+                lr = self.scheduler.get_last_lr()[0]
+                tokens_per_s = since_all * info.world_size / max(seconds, 1e-9)
+                bar.set_postfix(loss=f"{mean_loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}", refresh=False)
+                grad = float(self.grad_norm) if self.grad_norm is not None else None
+                self.log.write("train", step=self.step, epoch=self.epoch, loss=mean_loss,
+                               nll=since_nll.item() / max(since_tgt, 1), lr=lr, tokens_per_s=tokens_per_s,
+                               grad_norm=grad)
+                epoch_loss += since_loss.item()
+                epoch_tokens += since_tgt
+                since_loss.zero_()
+                since_nll.zero_()
+                since_tgt = since_all = 0
+                since_time = time.perf_counter()
+            if o.save_every and self.step % o.save_every == 0:
+                self.save()
+            if o.max_steps is not None and self.step >= o.max_steps:
+                break
+        else:
+            self.batches_done = 0
+        epoch_loss += since_loss.item()
+        epoch_tokens += since_tgt
+        loss_sum, tokens = all_reduce_sum([epoch_loss, epoch_tokens], info, self.device)
+        self.metrics["train_loss"] = loss_sum / max(tokens, 1)
+        if self.batches_done == 0:
+            self.epoch += 1
+        return False
+
+    def _end_of_epoch(self, bar: Any) -> bool:
+        """Validate, log one line, write a checkpoint; True when the quality target is reached."""
+        start = time.perf_counter()
+        val_loss, val_nll = self.validation_loss()
+        quality = self.validation_quality()
+        self.metrics.update(val_loss=val_loss, val_nll=val_nll, **{"val_" + self.metric: quality})
+        self.log.write("epoch", step=self.step, epoch=self.epoch, train_loss=self.metrics["train_loss"],
+                       val_loss=val_loss, val_nll=val_nll, **{"val_" + self.metric: quality},
+                       lr=self.scheduler.get_last_lr()[0], eval_seconds=time.perf_counter() - start)
+        shown = f"{100 * quality:.1f}%" if self.metric == "exact_match" else f"{quality:.2f}"
+        name = "exact match" if self.metric == "exact_match" else "BLEU"
+        line = (f"epoch {self.epoch:3d}  step {self.step:6d}  train loss {self.metrics['train_loss']:.3f}  "
+                f"val loss {val_loss:.3f}  {name} {shown}")
+        if self.info.is_main:
+            bar.write(line)
+        self.save()
+        return self._done()
+
+    # --- evaluation -------------------------------------------------------------
+    @torch.no_grad()
+    def validation_loss(self) -> tuple[float, float]:
+        """Label-smoothed loss and plain NLL per target token over the validation pairs."""
+        self.model.eval()
+        loss = nll = tokens = 0.0
+        for indices in self.valid_sampler:
+            batch = self.collate(indices, self.valid_ids)
+            with self.autocast():
+                logits = self.model(batch.src, batch.tgt_in)
+            l, n, t = label_smoothed_nll(logits, batch.tgt_out, self.options.label_smoothing, self.tokenizer.pad_id)
+            loss, nll, tokens = loss + l.item(), nll + n.item(), tokens + t
+        self.model.train()
+        loss, nll, tokens = all_reduce_sum([loss, nll, tokens], self.info, self.device)
+        return loss / max(tokens, 1), nll / max(tokens, 1)
+
+    def translate(self, sentences: list[str], batch_size: int = 250) -> list[str]:
+        """Greedy translations, the sentences shared out among the processes."""
+        mine = sentences[self.info.rank :: self.info.world_size]
+        with self.autocast():
+            out = translate_sentences(self.model, self.tokenizer, mine, self.device, batch_size)
+        self.model.train()
+        parts = all_gather_objects(out, self.info)
+        merged: list[str] = [""] * len(sentences)
+        for rank, part in enumerate(parts):
+            merged[rank :: self.info.world_size] = part
+        return merged
+
+    def validation_quality(self) -> float:
+        """Exact match (0-1) or BLEU (0-100) of greedy translations of validation sentences."""
+        pairs = self.valid_pairs[: self.options.eval_sentences]
+        hypotheses = self.translate([s for s, _ in pairs])
+        return METRICS[self.metric](hypotheses, [t for _, t in pairs])
+
+    # --- checkpoints ------------------------------------------------------------
+    def save(self) -> Path | None:
+        """Write a checkpoint of the current step (main process) and keep the newest ``keep``."""
+        states = all_gather_objects(capture_rng_state(), self.info)
+        path = None
+        if self.info.is_main:
+            path = save_checkpoint(
+                checkpoint_path(self.out, self.step), self.model, self.tokenizer, optimizer=self.optimizer,
+                scheduler=self.scheduler, step=self.step, epoch=self.epoch, batches_done=self.batches_done,
+                rng=states, options=self.options.to_dict(), metrics=self.metrics,
+            )
+            for old in list_checkpoints(self.out)[: -self.options.keep]:
+                old.unlink(missing_ok=True)
+            self.log.write("checkpoint", step=self.step, epoch=self.epoch, path=str(path))
+        self.saved_step = self.step
+        barrier(self.info)
+        return path
