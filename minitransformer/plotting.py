@@ -154,3 +154,59 @@ def plot_loss_curve(
     if title:
         ax.set_title(title)
     return ax
+
+def plot_attention_heads(
+    weights: torch.Tensor | np.ndarray,
+    query_labels: Sequence[str] | None = None,
+    key_labels: Sequence[str] | None = None,
+    titles: Sequence[str] | None = None,
+    ncols: int = 4,
+    cell_size: float = 2.4,
+    suptitle: str | None = None,
+    annotate: bool = False,
+) -> plt.Figure:
+    """Draw the attention matrix of every head in a grid, on one shared 0-to-1 colour scale.
+
+    Used by lesson 04 (multi-head attention) and for the maps of a trained model.
+
+    Args:
+        weights: (H, Tq, Tk) attention weights of one batch item, one matrix per head.
+        query_labels: Tq labels for the rows, shown on the first column of the grid.
+        key_labels: Tk labels for the columns, shown on the last row of the grid.
+        titles: H subplot titles; "head 0", "head 1", ... when None.
+        ncols: heads per row of the grid.
+        cell_size: width and height of one subplot, in inches.
+        suptitle: title of the whole figure.
+        annotate: write each weight in its cell (for small matrices).
+
+    Returns:
+        The Matplotlib Figure.
+    """
+    stack = _to_numpy(weights)
+    if stack.ndim != 3:
+        raise ValueError(f"weights must be (H, Tq, Tk) for one batch item, got shape {stack.shape}")
+    n_heads = stack.shape[0]
+    if titles is not None and len(titles) != n_heads:
+        raise ValueError(f"{len(titles)} titles for {n_heads} heads")
+    ncols = max(1, min(ncols, n_heads))
+    nrows = -(-n_heads // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(cell_size * ncols + 1.0, cell_size * nrows + 0.4),
+                             squeeze=False, constrained_layout=True)
+    for index, ax in enumerate(axes.flat):
+        if index >= n_heads:
+            ax.axis("off")
+            continue
+        row, col = divmod(index, ncols)
+        plot_attention(stack[index], query_labels, key_labels, ax=ax, colorbar=False, annotate=annotate,
+                       title=titles[index] if titles is not None else f"head {index}")
+        ax.images[0].set_clim(0.0, 1.0)
+        if col != 0:
+            ax.set_ylabel("")
+            ax.set_yticklabels([])
+        if row != nrows - 1 and index + ncols < n_heads:
+            ax.set_xlabel("")
+            ax.set_xticklabels([])
+    fig.colorbar(axes.flat[0].images[0], ax=axes, shrink=0.8, label="attention weight")
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig
