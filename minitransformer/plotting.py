@@ -210,3 +210,48 @@ def plot_attention_heads(
     if suptitle:
         fig.suptitle(suptitle)
     return fig
+
+
+def plot_layer_values(
+    series: dict[str, Sequence[float]],
+    ylabel: str,
+    ax: Axes | None = None,
+    title: str | None = None,
+    log_scale: bool = True,
+    xlabel: str = "layer",
+    first_layer: int = 1,
+) -> Axes:
+    """Draw one value per layer (a gradient norm, an activation norm) for several runs.
+
+    Used by lesson 05 to compare deep stacks with and without residual connections,
+    and post-LN with pre-LN.
+
+    Args:
+        series: run name -> one value per layer, in layer order.
+        ylabel: what the values are.
+        ax: where to draw; a new figure if None.
+        title: axes title.
+        log_scale: logarithmic value axis (gradients vanish over orders of magnitude).
+        xlabel: label of the layer axis.
+        first_layer: number of the first value's layer (1, or 0 when index 0 is the input).
+
+    Returns:
+        The Matplotlib Axes.
+    """
+    if not series:
+        raise ValueError("series is empty: expected at least one run name -> values per layer")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    for name, values in series.items():
+        values = _to_numpy(torch.as_tensor(values)).ravel()
+        ax.plot(np.arange(first_layer, first_layer + len(values)), values, "o-", markersize=3,
+                linewidth=1.2, label=name)
+    if log_scale:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    if title:
+        ax.set_title(title)
+    return ax
