@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .cache import KVCache
 from .masks import check_mask
 
 
@@ -78,6 +79,10 @@ class MultiHeadAttention(nn.Module):
     Shape:
         query (B, Tq, D), key and value (B, Tk, D), mask broadcastable to (B, H, Tq, Tk).
         Returns output (B, Tq, D) and weights (B, H, Tq, Tk) or None.
+
+    With a :class:`~minitransformer.cache.KVCache`, the keys and values of earlier steps
+    are reused: a static (cross-attention) cache projects ``key``/``value`` once; a
+    self-attention cache appends the new positions and attends over all of them.
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
@@ -113,6 +118,7 @@ class MultiHeadAttention(nn.Module):
         value: Tensor,
         mask: Tensor | None = None,
         need_weights: bool = False,
+        cache: KVCache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         for name, t in (("query", query), ("key", key), ("value", value)):
             if t.dim() != 3 or t.size(-1) != self.d_model:
@@ -120,8 +126,13 @@ class MultiHeadAttention(nn.Module):
         if key.shape[:2] != value.shape[:2]:
             raise ValueError(f"key and value must have the same (B, Tk), got {tuple(key.shape)} and {tuple(value.shape)}")
         q = self.split_heads(self.w_q(query))  # (B, H, Tq, Dk)
-        k = self.split_heads(self.w_k(key))  # (B, H, Tk, Dk)
-        v = self.split_heads(self.w_v(value))  # (B, H, Tk, Dk)
+        if cache is not None and cache.static and cache.key is not None and cache.value is not None:
+            k, v = cache.key, cache.value  # (B, H, Tk, Dk), projected at the first step
+        else:
+            k = self.split_heads(self.w_k(key))  # (B, H, Tk, Dk)
+            v = self.split_heads(self.w_v(value))  # (B, H, Tk, Dk)
+            if cache is not None:
+                k, v = cache.update(k, v)  # (B, H, Tk_cached + Tk, Dk)
         if mask is not None:
             check_mask(mask, (q.size(0), self.n_heads, q.size(2), k.size(2)))
         weights: Tensor | None

@@ -1,7 +1,9 @@
-"""Turning a trained model into output sequences: greedy decoding (lesson 06).
+"""Turning a trained model into output sequences: greedy decoding (lesson 06) and beam search (lesson 07).
 
 The decoder is autoregressive: it predicts token t+1 from the source and tokens 0..t,
-so at inference the output is built one token at a time.
+so at inference the output is built one token at a time. Both searches feed only the
+newest token to the decoder and keep the rest in a key/value cache
+(:mod:`minitransformer.cache`); ``use_cache=False`` recomputes everything, for checking.
 """
 
 from __future__ import annotations
@@ -9,13 +11,33 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .cache import DecoderCache
 from .masks import make_padding_mask
 from .model import Transformer
 
 
+def _next_logits(model: Transformer, ys: Tensor, memory: Tensor, src_mask: Tensor,
+                 cache: DecoderCache | None) -> Tensor:
+    """Logits (B, V) for the token after ``ys`` (B, t)."""
+    if cache is None:
+        hidden = model.decode(ys, memory, src_mask)  # (B, t, D)
+    else:
+        hidden = model.decode(ys[:, cache.length:], memory, src_mask, cache=cache)  # (B, 1, D)
+    return model.generator(hidden[:, -1]).float()  # (B, V)
+
+
+def _check_args(model: Transformer, src: Tensor, max_len: int) -> None:
+    if not isinstance(model, Transformer):
+        raise TypeError(f"model must be a minitransformer Transformer, got {type(model).__name__}")
+    if src.dim() != 2:
+        raise ValueError(f"src must be token ids of shape (B, S), got shape {tuple(src.shape)}")
+    if max_len < 1:
+        raise ValueError(f"max_len must be at least 1, got {max_len}")
+
+
 @torch.no_grad()
 def greedy_decode(model: Transformer, src: Tensor, max_len: int, bos_id: int, eos_id: int,
-                  src_mask: Tensor | None = None) -> Tensor:
+                  src_mask: Tensor | None = None, use_cache: bool = True) -> Tensor:
     """Pick the most likely next token at each step, for a whole batch at once.
 
     Each sentence stops at its own end token; positions after it are filled with the
@@ -29,24 +51,124 @@ def greedy_decode(model: Transformer, src: Tensor, max_len: int, bos_id: int, eo
         bos_id: start token, fed as the first decoder input.
         eos_id: end token.
         src_mask: defaults to the padding mask of ``src``.
+        use_cache: reuse keys and values of earlier steps (same result, faster).
 
     Returns:
         Token ids (B, 1 + L), L <= max_len, beginning with ``bos_id``.
     """
-    if max_len < 1:
-        raise ValueError(f"max_len must be at least 1, got {max_len}")
+    _check_args(model, src, max_len)
     pad_id = model.config.pad_id
     if src_mask is None:
         src_mask = make_padding_mask(src, pad_id)
     memory = model.encode(src, src_mask)  # (B, S, D)
+    cache = model.new_cache() if use_cache else None
     ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)  # (B,)
     for _ in range(max_len):
-        hidden = model.decode(ys, memory, src_mask)  # (B, t, D)
-        next_token = model.generator(hidden[:, -1]).argmax(dim=-1)  # (B,)
+        next_token = _next_logits(model, ys, memory, src_mask, cache).argmax(dim=-1)  # (B,)
         next_token = next_token.masked_fill(finished, pad_id)
         ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t + 1)
         finished |= next_token == eos_id
         if bool(finished.all()):
             break
     return ys
+
+
+def length_penalty(length: Tensor | int, alpha: float) -> Tensor:
+    """lp(Y) = ((5 + |Y|) / 6) ** alpha, the length normalisation of Wu et al. (2016) used by the paper."""
+    return ((5.0 + torch.as_tensor(length, dtype=torch.float32)) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def beam_search(model: Transformer, src: Tensor, bos_id: int, eos_id: int, beam_size: int = 4,
+                alpha: float = 0.6, max_extra_len: int = 50, max_len: int | None = None,
+                src_mask: Tensor | None = None, use_cache: bool = True) -> Tensor:
+    """Beam search with length penalty, batched over sentences and beams (paper, section 6.1).
+
+    Each sentence keeps ``beam_size`` live hypotheses. A candidate that ends with the end
+    token and ranks among the best ``beam_size`` of its step is finished, scored
+    log P(Y) / lp(Y). A sentence is done when it has ``beam_size`` finished hypotheses or
+    reaches its maximum length (source length + ``max_extra_len``, as in the paper, or
+    ``max_len`` when given); the best finished hypothesis is returned. With
+    ``beam_size=1`` this is exactly greedy decoding.
+
+    Args:
+        model: a :class:`Transformer` in eval mode.
+        src: source ids (B, S); padding must use the model's pad id.
+        bos_id, eos_id: start and end tokens.
+        beam_size: hypotheses kept per sentence (paper: 4).
+        alpha: length penalty exponent (paper: 0.6).
+        max_extra_len: maximum output length beyond the source length (paper: 50).
+        max_len: a fixed maximum output length instead.
+        src_mask: defaults to the padding mask of ``src``.
+        use_cache: reuse keys and values of earlier steps.
+
+    Returns:
+        Token ids (B, 1 + L) beginning with ``bos_id``, each row ending with its end token
+        (unless cut at its maximum length) and padded after it.
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+    pad_id = model.config.pad_id
+    if src_mask is None:
+        src_mask = make_padding_mask(src, pad_id)
+    lengths = (src != pad_id).sum(dim=1)  # (B,)
+    limits = torch.full_like(lengths, max_len) if max_len is not None else lengths + max_extra_len  # (B,)
+    longest = int(limits.max())
+    _check_args(model, src, longest)
+    batch, k, device = src.size(0), beam_size, src.device
+
+    memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)  # (B*K, S, D)
+    src_mask = src_mask.repeat_interleave(k, dim=0)  # (B*K, 1, 1, S)
+    cache = model.new_cache() if use_cache else None
+    ys = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)  # (B*K, 1)
+    # Only the first beam is live at the start, so the first step does not pick K copies.
+    scores = torch.full((batch, k), float("-inf"), device=device)  # (B, K)
+    scores[:, 0] = 0.0
+    best_score = torch.full((batch,), float("-inf"), device=device)  # (B,)
+    best_tokens = torch.full((batch, longest + 1), pad_id, dtype=torch.long, device=device)  # (B, 1 + L)
+    best_length = torch.ones(batch, dtype=torch.long, device=device)  # (B,)
+    n_finished = torch.zeros(batch, dtype=torch.long, device=device)  # (B,)
+    done = torch.zeros(batch, dtype=torch.bool, device=device)  # (B,)
+    rows = torch.arange(batch, device=device)
+
+    for step in range(longest):
+        log_probs = torch.log_softmax(_next_logits(model, ys, memory, src_mask, cache), dim=-1)  # (B*K, V)
+        vocab = log_probs.size(-1)
+        candidates = (scores[:, :, None] + log_probs.view(batch, k, vocab)).view(batch, k * vocab)  # (B, K*V)
+        # 2K candidates hold at least K that do not end, since each beam adds one end token at most.
+        top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)  # (B, 2K)
+        beam_of = top_index // vocab  # (B, 2K)
+        token_of = top_index % vocab  # (B, 2K)
+        is_end = token_of == eos_id  # (B, 2K)
+        rank = torch.arange(top_index.size(1), device=device)[None]  # (1, 2K)
+        at_limit = (step + 1 >= limits)[:, None]  # (B, 1)
+
+        # Finished hypotheses: end tokens among the best K; at the length limit, every live one.
+        finishing = (is_end & (rank < k)) | (at_limit & (rank < k))  # (B, 2K)
+        finishing &= ~done[:, None] & torch.isfinite(top_scores)
+        normalised = torch.where(finishing, top_scores / length_penalty(step + 1, alpha),
+                                 torch.tensor(float("-inf"), device=device))  # (B, 2K)
+        step_best, step_arg = normalised.max(dim=-1)  # (B,)
+        improved = step_best > best_score  # (B,)
+        if bool(improved.any()):
+            parent = rows * k + beam_of[rows, step_arg]  # (B,)
+            new_row = torch.cat([ys[parent], token_of[rows, step_arg][:, None]], dim=1)  # (B, step + 2)
+            best_tokens[improved, : step + 2] = new_row[improved]
+            best_tokens[improved, step + 2:] = pad_id
+            best_score = torch.where(improved, step_best, best_score)
+            best_length = torch.where(improved, torch.full_like(best_length, step + 2), best_length)
+        n_finished += finishing.sum(dim=-1)
+        done |= (n_finished >= k) | at_limit[:, 0]
+        if bool(done.all()):
+            break
+
+        # Live hypotheses: the best K candidates that do not end.
+        order = torch.argsort(is_end.float() * top_index.size(1) + rank, dim=-1)[:, :k]  # (B, K)
+        scores = top_scores.gather(1, order)  # (B, K)
+        parent = (rows[:, None] * k + beam_of.gather(1, order)).view(-1)  # (B*K,)
+        ys = torch.cat([ys[parent], token_of.gather(1, order).view(-1, 1)], dim=1)  # (B*K, step + 2)
+        if cache is not None:
+            cache.reorder(parent)
+
+    return best_tokens[:, : int(best_length.max())]  # trim the columns no sentence used

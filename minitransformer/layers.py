@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
+from .cache import LayerCache
 
 
 class LayerNorm(nn.Module):
@@ -124,26 +125,32 @@ class DecoderLayer(nn.Module):
         self.dropout3 = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None,
-                tgt_mask: Tensor | None = None) -> Tensor:
-        return self.forward_with_weights(x, memory, src_mask, tgt_mask, need_weights=False)[0]
+                tgt_mask: Tensor | None = None, cache: LayerCache | None = None) -> Tensor:
+        return self.forward_with_weights(x, memory, src_mask, tgt_mask, need_weights=False, cache=cache)[0]
 
     def forward_with_weights(
         self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None,
-        need_weights: bool = True,
+        need_weights: bool = True, cache: LayerCache | None = None,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """Like ``forward``, also returning self-attention (B, H, T, T) and cross-attention (B, H, T, S) weights."""
+        """Like ``forward``, also returning self-attention (B, H, T, T) and cross-attention (B, H, T, S) weights.
+
+        With ``cache``, ``x`` holds only the new positions and attends to the cached ones too.
+        """
+        self_cache = cache.self_attn if cache is not None else None
+        cross_cache = cache.cross_attn if cache is not None else None
         if self.norm_first:
             h = self.norm1(x)
-            attn, self_weights = self.self_attn(h, h, h, tgt_mask, need_weights=need_weights)
+            attn, self_weights = self.self_attn(h, h, h, tgt_mask, need_weights=need_weights, cache=self_cache)
             x = x + self.dropout1(attn)
             attn, cross_weights = self.cross_attn(self.norm2(x), memory, memory, src_mask,
-                                                  need_weights=need_weights)
+                                                  need_weights=need_weights, cache=cross_cache)
             x = x + self.dropout2(attn)
             x = x + self.dropout3(self.feed_forward(self.norm3(x)))
         else:
-            attn, self_weights = self.self_attn(x, x, x, tgt_mask, need_weights=need_weights)
+            attn, self_weights = self.self_attn(x, x, x, tgt_mask, need_weights=need_weights, cache=self_cache)
             x = self.norm1(x + self.dropout1(attn))
-            attn, cross_weights = self.cross_attn(x, memory, memory, src_mask, need_weights=need_weights)
+            attn, cross_weights = self.cross_attn(x, memory, memory, src_mask, need_weights=need_weights,
+                                                  cache=cross_cache)
             x = self.norm2(x + self.dropout2(attn))
             x = self.norm3(x + self.dropout3(self.feed_forward(x)))
         return x, self_weights, cross_weights  # (B, T, D), ...

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from .cache import DecoderCache
 from .config import TransformerConfig
 from .embeddings import PositionalEncoding, TokenEmbedding
 from .layers import DecoderLayer, EncoderLayer, LayerNorm
@@ -64,17 +65,20 @@ class Decoder(nn.Module):
         self.norm = LayerNorm(d_model) if norm_first else None
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None,
-                tgt_mask: Tensor | None = None) -> Tensor:
-        return self.forward_with_weights(x, memory, src_mask, tgt_mask, need_weights=False)[0]
+                tgt_mask: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:
+        return self.forward_with_weights(x, memory, src_mask, tgt_mask, need_weights=False, cache=cache)[0]
 
     def forward_with_weights(
         self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None,
-        need_weights: bool = True,
+        need_weights: bool = True, cache: DecoderCache | None = None,
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
         """Also returns per-layer self-attention (B, H, T, T) and cross-attention (B, H, T, S) weights."""
+        if cache is not None and len(cache.layers) != len(self.layers):
+            raise ValueError(f"cache has {len(cache.layers)} layers but the decoder has {len(self.layers)}")
         self_maps, cross_maps = [], []
-        for layer in self.layers:
-            x, self_w, cross_w = layer.forward_with_weights(x, memory, src_mask, tgt_mask, need_weights)
+        for i, layer in enumerate(self.layers):
+            layer_cache = cache.layers[i] if cache is not None else None
+            x, self_w, cross_w = layer.forward_with_weights(x, memory, src_mask, tgt_mask, need_weights, layer_cache)
             if self_w is not None and cross_w is not None:
                 self_maps.append(self_w)
                 cross_maps.append(cross_w)
@@ -141,15 +145,32 @@ class Transformer(nn.Module):
         return self.encoder(self.positional(self.src_embed(src)), src_mask)  # (B, S, D)
 
     def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None = None,
-               tgt_mask: Tensor | None = None) -> Tensor:
+               tgt_mask: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:
         """Run the decoder: (B, T) ids and memory (B, S, D) -> hidden states (B, T, D).
 
         ``tgt_mask`` defaults to padding & causal; apply ``generator`` for logits.
+        With ``cache`` (see :meth:`new_cache`), ``tgt`` holds only the positions not seen
+        yet; they attend to the cached ones and the cache grows by T.
         """
         self._check_tokens(tgt, "tgt")
+        offset = cache.length if cache is not None else 0
         if tgt_mask is None:
-            tgt_mask = make_target_mask(tgt, self.config.pad_id)
-        return self.decoder(self.positional(self.tgt_embed(tgt)), memory, src_mask, tgt_mask)  # (B, T, D)
+            if cache is None:
+                tgt_mask = make_target_mask(tgt, self.config.pad_id)
+            elif tgt.size(1) > 1:
+                # New position i sits at offset + i and may see keys 0 .. offset + i.
+                length = tgt.size(1)
+                tgt_mask = torch.ones(length, offset + length, dtype=torch.bool, device=tgt.device)
+                tgt_mask = tgt_mask.tril(diagonal=offset)[None, None]  # (1, 1, T, offset + T)
+        x = self.positional(self.tgt_embed(tgt), offset=offset)  # (B, T, D)
+        out = self.decoder(x, memory, src_mask, tgt_mask, cache=cache)  # (B, T, D)
+        if cache is not None:
+            cache.length += tgt.size(1)
+        return out
+
+    def new_cache(self) -> DecoderCache:
+        """An empty key/value cache for incremental decoding with :meth:`decode`."""
+        return DecoderCache(len(self.decoder.layers))
 
     def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None,
                 tgt_mask: Tensor | None = None) -> Tensor:

@@ -1,13 +1,13 @@
-import time
-
+import pytest
 import torch
 
-from minitransformer import Transformer, TransformerConfig, greedy_decode, set_seed
+from minitransformer import Transformer, TransformerConfig, beam_search, greedy_decode, length_penalty, set_seed
 
 PAD, BOS, EOS = 0, 1, 2
+VOCAB = 13
 
 
-def _copy_batch(batch_size: int, length: int, vocab: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _copy_batch(batch_size: int, length: int, vocab: int = VOCAB) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     body = torch.randint(3, vocab, (batch_size, length))
     src = torch.cat([body, torch.full((batch_size, 1), EOS)], dim=1)
     tgt_in = torch.cat([torch.full((batch_size, 1), BOS), body], dim=1)
@@ -15,39 +15,108 @@ def _copy_batch(batch_size: int, length: int, vocab: int) -> tuple[torch.Tensor,
     return src, tgt_in, tgt_out
 
 
-def test_tiny_model_learns_to_copy_and_greedy_decoding_reproduces_it():
+def _train_copy(steps: int) -> tuple[Transformer, float]:
     set_seed(0)
-    vocab = 13
-    config = TransformerConfig.tiny(vocab, d_model=64, n_heads=4, d_ff=128, dropout=0.0)
-    model = Transformer(config)
+    model = Transformer(TransformerConfig.tiny(VOCAB, d_model=64, n_heads=4, d_ff=128, dropout=0.0))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.98), eps=1e-9)
-    start = time.perf_counter()
-    for step in range(400):
-        src, tgt_in, tgt_out = _copy_batch(64, 8, vocab)
+    loss = torch.tensor(float("nan"))
+    for _ in range(steps):
+        src, tgt_in, tgt_out = _copy_batch(64, 8)
         logits = model(src, tgt_in)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), tgt_out.reshape(-1))
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tgt_out.reshape(-1))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        if loss.item() < 0.01:
+        if loss.item() < 0.002:
             break
-    elapsed = time.perf_counter() - start
-    model.eval()
-    src, _, tgt_out = _copy_batch(32, 8, vocab)
-    out = greedy_decode(model, src, max_len=12, bos_id=BOS, eos_id=EOS)
-    assert out.shape == (32, 10), (out.shape, elapsed)
-    assert torch.equal(out[:, 1:], tgt_out), f"copy failed after {step + 1} steps, final loss {loss.item():.3f}"
+    return model.eval(), loss.item()
 
 
-def test_each_sentence_stops_at_its_own_end_token():
-    set_seed(0)
-    vocab = 10
-    model = Transformer(TransformerConfig.tiny(vocab, d_model=16, n_heads=2, d_ff=32, dropout=0.0)).eval()
-    # Force the model to say EOS after the first step for sentence 0 only, by biasing the generator.
-    src = torch.randint(3, vocab, (2, 5))
-    out = greedy_decode(model, src, max_len=6, bos_id=BOS, eos_id=EOS)
-    assert out[:, 0].tolist() == [BOS, BOS]
-    for row in out.tolist():
-        if EOS in row:
-            after = row[row.index(EOS) + 1:]
-            assert all(t == PAD for t in after)
+@pytest.fixture(scope="module")
+def copy_model() -> Transformer:
+    return _train_copy(900)[0]
+
+
+@pytest.fixture(scope="module")
+def half_trained() -> Transformer:
+    # Stopped early: its outputs vary in length and it is unsure, so the searches differ.
+    return _train_copy(60)[0]
+
+
+def test_tiny_model_learns_to_copy_and_greedy_decoding_reproduces_it(copy_model):
+    set_seed(1)
+    src, _, tgt_out = _copy_batch(32, 8)
+    out = greedy_decode(copy_model, src, max_len=12, bos_id=BOS, eos_id=EOS)
+    assert out.shape == (32, 10)
+    assert torch.equal(out[:, 1:], tgt_out)
+    assert torch.equal(beam_search(copy_model, src, BOS, EOS, beam_size=4)[:, 1:], tgt_out)
+
+
+def test_each_sentence_stops_at_its_own_end_token(half_trained):
+    set_seed(2)
+    src = torch.cat([_copy_batch(8, 3)[0], torch.full((8, 5), PAD)], dim=1)
+    src[:4] = _copy_batch(4, 8)[0]
+    for out in (greedy_decode(half_trained, src, max_len=15, bos_id=BOS, eos_id=EOS),
+                beam_search(half_trained, src, BOS, EOS, beam_size=3, max_len=15)):
+        assert torch.all(out[:, 0] == BOS)
+        ends = [row.index(EOS) if EOS in row else None for row in out.tolist()]
+        assert len(set(ends)) > 1, ends  # different sentences end at different steps
+        for row, end in zip(out.tolist(), ends):
+            if end is not None:
+                assert all(t == PAD for t in row[end + 1:]), row
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_beam_of_one_is_greedy(half_trained, seed):
+    set_seed(seed)
+    src = _copy_batch(16, 6)[0]
+    greedy = greedy_decode(half_trained, src, max_len=10, bos_id=BOS, eos_id=EOS)
+    beam = beam_search(half_trained, src, BOS, EOS, beam_size=1, max_len=10)
+    assert torch.equal(greedy, beam)
+
+
+def test_cache_gives_the_same_tokens(half_trained):
+    set_seed(3)
+    src = _copy_batch(16, 7)[0]
+    src[8:, 4:] = PAD
+    assert torch.equal(greedy_decode(half_trained, src, 12, BOS, EOS, use_cache=True),
+                       greedy_decode(half_trained, src, 12, BOS, EOS, use_cache=False))
+    assert torch.equal(beam_search(half_trained, src, BOS, EOS, beam_size=4, use_cache=True),
+                       beam_search(half_trained, src, BOS, EOS, beam_size=4, use_cache=False))
+
+
+def test_cached_decoder_states_equal_full_recomputation():
+    set_seed(4)
+    model = Transformer(TransformerConfig.tiny(20, dropout=0.0, norm_first=True)).eval()
+    src, tgt = torch.randint(3, 20, (2, 6)), torch.randint(3, 20, (2, 7))
+    memory = model.encode(src)
+    full = model.decode(tgt, memory)
+    cache = model.new_cache()
+    steps = [model.decode(tgt[:, :3], memory, cache=cache)]  # a prefix of 3 at once, then one by one
+    steps += [model.decode(tgt[:, t:t + 1], memory, cache=cache) for t in range(3, 7)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+    assert cache.length == 7
+
+
+def test_beam_search_finds_likelier_outputs_than_greedy(half_trained):
+    set_seed(5)
+    src = _copy_batch(32, 8)[0]
+    greedy = greedy_decode(half_trained, src, 14, BOS, EOS)
+    beam = beam_search(half_trained, src, BOS, EOS, beam_size=4, alpha=0.0, max_len=14)
+
+    def log_prob(out: torch.Tensor) -> torch.Tensor:
+        logits = half_trained(src, out[:, :-1])
+        lp = torch.log_softmax(logits, -1).gather(-1, out[:, 1:, None])[..., 0]
+        return lp.masked_fill(out[:, 1:] == PAD, 0).sum(-1)
+
+    with torch.no_grad():
+        assert torch.all(log_prob(beam) >= log_prob(greedy) - 1e-4)
+
+
+def test_length_penalty_and_bad_arguments(copy_model):
+    assert float(length_penalty(1, 0.6)) == pytest.approx(1.0)
+    assert float(length_penalty(10, 0.0)) == 1.0
+    with pytest.raises(ValueError, match="beam_size must be at least 1, got 0"):
+        beam_search(copy_model, torch.ones(1, 3, dtype=torch.long), BOS, EOS, beam_size=0)
+    with pytest.raises(ValueError, match=r"src must be token ids of shape \(B, S\)"):
+        greedy_decode(copy_model, torch.ones(3, dtype=torch.long), 5, BOS, EOS)
