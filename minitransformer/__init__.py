@@ -5,7 +5,8 @@ Every lesson of the course imports its pieces from here. Importing has no side e
 
 from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .config import TransformerConfig
-from .decoding import greedy_decode
+from .cache import DecoderCache, KVCache, LayerCache
+from .decoding import beam_search, greedy_decode, length_penalty
 from .embeddings import PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
 from .interop import decoder_layer_to_torch, encoder_layer_to_torch, mha_to_torch, to_torch_nn_mask
 from .layers import DecoderLayer, EncoderLayer, LayerNorm, PositionwiseFeedForward
@@ -17,9 +18,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Decoder",
+    "DecoderCache",
     "DecoderLayer",
     "Encoder",
     "EncoderLayer",
+    "KVCache",
+    "LayerCache",
     "LayerNorm",
     "MultiHeadAttention",
     "PositionalEncoding",
@@ -31,7 +35,9 @@ __all__ = [
     "decoder_layer_to_torch",
     "encoder_layer_to_torch",
     "get_device",
+    "beam_search",
     "greedy_decode",
+    "length_penalty",
     "make_causal_mask",
     "make_padding_mask",
     "make_target_mask",
