@@ -75,8 +75,8 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                                                                   "(default: 1.0)")
     run.add_argument("--target", type=float, help="stop once the validation exact match (0-1) or BLEU reaches this"
                                                   + _recipe("target"))
-    run.add_argument("--eval-sentences", type=int, help="validation sentences translated after each epoch for the "
-                                                        "quality figure (default: all)")
+    run.add_argument("--eval-sentences", type=int, help="validation (after each epoch) and test (at the end) "
+                                                        "sentences translated for the quality figure (default: all)")
     run.add_argument("--seed", type=int, default=0, help="seed of initialisation, dropout and batch order (default: 0)")
     files = p.add_argument_group("output")
     files.add_argument("--out", help="output folder for checkpoints, log.jsonl, loss.png, tokenizer.json "

@@ -24,7 +24,6 @@ import pickle
 import random
 import re
 import tempfile
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -175,7 +174,7 @@ def make_checkpoint(
         "rng": rng if rng is not None else [capture_rng_state()],
         "options": dict(options or {}),
         "metrics": dict(metrics or {}),
-        "torch_version": torch.__version__,
+        "torch_version": str(torch.__version__),
     }
     if optimizer is not None:
         checkpoint["optimizer"] = optimizer.state_dict()
@@ -217,7 +216,18 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     path = latest_checkpoint(path)
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, OSError, ValueError) as error:
+    except pickle.UnpicklingError as error:
+        text = str(error)
+        if "Weights only load failed" not in text:
+            raise CheckpointError(f"checkpoint {path} is truncated or corrupted (torch.load said: {text})") from error
+        reason = next((line.split("error:", 1)[1].split(". ")[0].strip() for line in text.splitlines()
+                       if "WeightsUnpickler error:" in line), "it holds Python objects")
+        raise CheckpointError(
+            f"checkpoint {path} is not a minitransformer checkpoint: it holds objects that "
+            f"torch.load(weights_only=True) refuses to rebuild ({reason}); minitransformer writes only "
+            "tensors and plain values"
+        ) from error
+    except Exception as error:  # a damaged file fails in many ways inside the unpickler
         size = path.stat().st_size
         raise CheckpointError(
             f"checkpoint {path} is truncated or corrupted ({size} bytes; torch.load said: "

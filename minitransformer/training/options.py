@@ -22,7 +22,7 @@ RECIPES: dict[str, dict[str, Any]] = {
     "dates": dict(
         preset="tiny", d_model=64, n_heads=4, d_ff=256, layers=2, dropout=0.0,
         vocab_size=1000, train_size=20_000, batch_tokens=3000, warmup=300, lr_factor=2.0,
-        epochs=10, target=0.995, eval_sentences=1000,
+        epochs=10, target=0.995,
     ),
     "multi30k": dict(
         preset="base", vocab_size=8000, batch_tokens=8192, warmup=4000, lr_factor=1.0, epochs=20,
@@ -68,7 +68,8 @@ class TrainOptions:
         clip_norm: clip the gradient norm to this; 0 switches clipping off.
         target: stop once the validation quality figure (exact match in [0, 1], or BLEU)
             reaches this.
-        eval_sentences: validation sentences translated for the quality figure (None: all).
+        eval_sentences: validation (each epoch) and test (at the end) sentences translated
+            for the quality figure (None: all).
         out: output folder (default ``runs/<dataset>``).
         resume: checkpoint file or run folder to continue from.
         overwrite: start afresh in an output folder that holds an earlier run's checkpoints.

@@ -8,6 +8,7 @@ This is what ``python -m minitransformer train`` runs; a notebook can call it to
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 from dataclasses import dataclass, field
@@ -23,7 +24,8 @@ from ..model import Transformer
 from ..utils import set_seed
 from .checkpoint import check_compatible, latest_checkpoint, list_checkpoints, load_checkpoint, restore_rng_state
 from .corpus import Corpus, drop_long, encode_pairs, load_corpus
-from .distributed import DistInfo, StopRequest, broadcast_object, cleanup_distributed, init_distributed
+from .distributed import (DistInfo, StopRequest, all_gather_objects, broadcast_object, cleanup_distributed,
+                          init_distributed)
 from .options import TrainOptions
 from .runlog import RunLog, loss_curves, read_log
 from .schedule import transformer_scheduler
@@ -155,6 +157,10 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
                  resumed_from_step=trainer.step)
     log.write("setup", **setup)
     _print_setup(info, o, setup, dropped)
+    if checkpoint is None:
+        val_loss, val_nll = trainer.validation_loss()
+        log.write("validation", step=0, val_loss=val_loss, val_nll=val_nll)
+        _say(info, f"validation loss before training: {val_loss:.3f}")
     with StopRequest() as stop:
         try:
             interrupted = trainer.run(stop)
@@ -170,6 +176,9 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
              "continue with --resume")
     else:
         _finish(trainer, corpus, metrics, log)
+    if info.enabled:
+        # DDP keeps the replicas identical; say so with evidence (the tests check it).
+        metrics["replica_checksums"] = all_gather_objects(weights_checksum(model), info)
     if info.is_main:
         save_loss_plot(out / "log.jsonl", out / "loss.png")
     last = list_checkpoints(out)[-1] if info.is_main else None
@@ -222,7 +231,7 @@ def _print_setup(info: DistInfo, o: TrainOptions, s: dict[str, Any], dropped: in
 def _finish(trainer: Trainer, corpus: Corpus, metrics: dict[str, Any], log: RunLog) -> None:
     """Score the test split, show a few translations."""
     info, o = trainer.info, trainer.options
-    pairs = corpus.test if corpus.test else corpus.validation
+    pairs = (corpus.test if corpus.test else corpus.validation)[: o.eval_sentences]
     split = "test" if corpus.test else "validation"
     hypotheses = trainer.translate([s for s, _ in pairs])
     score = METRICS[corpus.metric](hypotheses, [t for _, t in pairs])
@@ -256,3 +265,12 @@ def save_loss_plot(log_path: str | Path, png_path: str | Path) -> Path:
                     ax=figure.subplots(), title=f"loss of {Path(log_path).parent.name}")
     figure.savefig(png_path, dpi=120)
     return Path(png_path)
+
+
+def weights_checksum(model: torch.nn.Module) -> str:
+    """SHA-256 of every parameter's bytes: equal checksums mean bit-identical weights."""
+    digest = hashlib.sha256()
+    for name, p in model.state_dict().items():
+        digest.update(name.encode())
+        digest.update(p.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()

@@ -80,7 +80,7 @@ def loss_curves(records: list[dict[str, Any]]) -> dict[str, list[float]]:
     for r in records:
         if r.get("event") == "train" and isinstance(r.get("loss"), (int, float)):
             train[r["step"]] = r["loss"]
-        elif r.get("event") == "epoch" and isinstance(r.get("val_loss"), (int, float)):
+        elif r.get("event") in ("epoch", "validation") and isinstance(r.get("val_loss"), (int, float)):
             val[r["step"]] = r["val_loss"]
     steps, vsteps = sorted(train), sorted(val)
     return {"steps": steps, "train_loss": [train[s] for s in steps],

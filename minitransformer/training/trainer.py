@@ -145,8 +145,10 @@ class Trainer:
         total = [o.max_steps] if o.max_steps else []
         if o.epochs is not None:
             total.append(o.epochs * self.steps_per_epoch())
+        # Only the main process draws; TQDM_DISABLE=1 (read by tqdm) silences it too.
+        quiet = {} if self.info.is_main else {"disable": True}
         bar = tqdm(total=min(total) if total else None, initial=self.step, unit="step", dynamic_ncols=True,
-                   disable=not self.info.is_main, leave=False)
+                   leave=False, **quiet)
         try:
             while self.epoch < epochs and not self._done():
                 interrupted = self._train_epoch(bar, stop)

@@ -1,0 +1,139 @@
+"""The training run: resuming, Ctrl-C, several processes, and real data (all on the CPU, small)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from minitransformer.training import TrainOptions, load_checkpoint, load_model, read_log, train
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MULTI30K = REPO_ROOT.parent / "shared" / "data" / "multi30k"
+
+TINY = dict(dataset="dates", train_size=60, vocab_size=1000, d_model=16, n_heads=2, d_ff=32, layers=1,
+            dropout=0.1, batch_tokens=200, warmup=10, lr_factor=1.0, eval_sentences=16, log_every=1, show=0,
+            target=None)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tokenizer caches go to a temporary folder, not the user's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+
+
+def _options(out: Path, **changes: Any) -> TrainOptions:
+    return TrainOptions(**{**TINY, "out": str(out), **changes})
+
+
+def _losses(out: Path) -> dict[int, float]:
+    return {r["step"]: r["loss"] for r in read_log(out / "log.jsonl") if r["event"] == "train"}
+
+
+def test_resuming_gives_the_losses_of_an_uninterrupted_run(tmp_path: Path) -> None:
+    whole = train(_options(tmp_path / "whole", max_steps=7))
+    first = train(_options(tmp_path / "parts", max_steps=3))
+    assert first.step == 3 and load_checkpoint(first.checkpoint)["batches_done"] > 0  # stopped mid-epoch
+    rest = train(_options(tmp_path / "parts", max_steps=7, resume="auto"))
+    assert rest.step == 7
+    setup = [r for r in read_log(tmp_path / "whole" / "log.jsonl") if r["event"] == "setup"][0]
+    assert setup["batches_per_epoch"] < 7  # the run crossed an epoch end (validation, checkpoint)
+    a, b = _losses(tmp_path / "whole"), _losses(tmp_path / "parts")
+    assert sorted(a) == sorted(b) == list(range(1, 8))
+    assert [a[s] for s in a] == [b[s] for s in a]  # bit for bit on a CPU
+    wa = load_checkpoint(whole.checkpoint)["model"]
+    wb = load_checkpoint(rest.checkpoint)["model"]
+    for name in wa:
+        torch.testing.assert_close(wa[name], wb[name], rtol=0, atol=0, msg=name)
+
+
+def test_a_fresh_run_refuses_to_overwrite_an_earlier_one(tmp_path: Path) -> None:
+    train(_options(tmp_path, max_steps=1))
+    with pytest.raises(FileExistsError, match="holds checkpoints of an earlier run.*--resume.*--overwrite"):
+        train(_options(tmp_path, max_steps=1))
+    again = train(_options(tmp_path, max_steps=2, overwrite=True))
+    assert [p.name for p in tmp_path.glob("checkpoint-*.pt")] == [again.checkpoint.name]
+
+
+def test_resuming_with_another_model_size_is_a_clear_error(tmp_path: Path) -> None:
+    train(_options(tmp_path, max_steps=1))
+    with pytest.raises(ValueError, match=r"was written for a model with d_model=16, n_heads=2, .*but this model "
+                                         r"has d_model=32, n_heads=4"):
+        train(_options(tmp_path, max_steps=2, resume="auto", d_model=32, n_heads=4))
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, TQDM_DISABLE="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _cli_args(out: Path, **changes: Any) -> list[str]:
+    values = {**TINY, **changes}
+    values.pop("target")
+    values.pop("dataset")
+    args = []
+    for key, value in values.items():
+        args += [f"--{key.replace('_', '-')}", str(value)]
+    return args + ["--out", str(out)]
+
+
+def test_ctrl_c_writes_a_checkpoint_that_loads(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "minitransformer", "train", *_cli_args(out, train_size=2000, epochs=1000)]
+    process = subprocess.Popen(args, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = out / "log.jsonl"
+    deadline = time.monotonic() + 60
+    while not (log.exists() and '"event": "train"' in log.read_text()):
+        assert process.poll() is None, process.communicate()[0]
+        assert time.monotonic() < deadline, "training did not start within 60 s"
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 130, output
+    assert "interrupted by SIGINT" in output
+    checkpoint = load_checkpoint(out)
+    assert checkpoint["step"] >= 1 and "optimizer" in checkpoint
+    model, tokenizer, _ = load_model(out)
+    assert model.config.d_model == 16 and tokenizer.vocab_size == model.config.tgt_vocab_size
+    assert any(r["event"] == "interrupted" for r in read_log(log))
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="this PyTorch build has no torch.distributed")
+def test_torchrun_two_cpu_processes_keep_identical_weights(tmp_path: Path) -> None:
+    out = tmp_path / "ddp"
+    args = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+            "-m", "minitransformer", "train", *_cli_args(out, train_size=120, max_steps=4, dropout=0.1)]
+    result = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    records = read_log(out / "log.jsonl")
+    setup = [r for r in records if r["event"] == "setup"][0]
+    assert setup["world_size"] == 2
+    done = [r for r in records if r["event"] == "done"][0]
+    checksums = done["replica_checksums"]
+    assert len(checksums) == 2 and checksums[0] == checksums[1]
+    assert load_checkpoint(out)["step"] == 4
+    assert len(load_checkpoint(out)["rng"]) == 2  # one random state per process
+    assert result.stdout.count("data: dates") == 1  # only rank 0 prints
+
+
+@pytest.mark.skipif(not MULTI30K.is_dir(), reason=f"Multi30k reference files not found at {MULTI30K}")
+def test_a_short_multi30k_run_lowers_the_validation_loss(tmp_path: Path) -> None:
+    result = train(TrainOptions(dataset="multi30k", data_dir=str(MULTI30K), train_size=300, preset="tiny",
+                                d_model=32, n_heads=2, d_ff=64, layers=1, vocab_size=600, batch_tokens=1500,
+                                max_steps=40, warmup=20, lr_factor=2.0, eval_sentences=8, log_every=10,
+                                show=0, out=str(tmp_path)))
+    records = read_log(tmp_path / "log.jsonl")
+    before = [r["val_loss"] for r in records if r["event"] == "validation"][0]
+    after = [r["val_loss"] for r in records if r["event"] == "epoch"][-1]
+    assert after < before - 0.5, (before, after)
+    assert 0.0 <= result.metrics["test_bleu"] <= 100.0
+    assert (tmp_path / "loss.png").stat().st_size > 1000
