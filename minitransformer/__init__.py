@@ -7,11 +7,24 @@ from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .config import TransformerConfig
 from .cache import DecoderCache, KVCache, LayerCache
 from .decoding import beam_search, greedy_decode, length_penalty
+from .evaluation import bleu, exact_match, translate_sentences
 from .embeddings import PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
 from .interop import decoder_layer_to_torch, encoder_layer_to_torch, mha_to_torch, to_torch_nn_mask
 from .layers import DecoderLayer, EncoderLayer, LayerNorm, PositionwiseFeedForward
 from .masks import check_mask, make_causal_mask, make_padding_mask, make_target_mask
 from .model import Decoder, Encoder, Transformer
+from .training import (
+    CheckpointError,
+    LabelSmoothingLoss,
+    TrainOptions,
+    average_checkpoints,
+    load_checkpoint,
+    load_model,
+    save_checkpoint,
+    train,
+    transformer_lr,
+    transformer_scheduler,
+)
 from .utils import get_device, set_seed
 
 __version__ = "0.1.0"
@@ -46,4 +59,17 @@ __all__ = [
     "set_seed",
     "sinusoidal_positional_encoding",
     "to_torch_nn_mask",
+    "CheckpointError",
+    "LabelSmoothingLoss",
+    "TrainOptions",
+    "average_checkpoints",
+    "bleu",
+    "exact_match",
+    "load_checkpoint",
+    "load_model",
+    "save_checkpoint",
+    "train",
+    "transformer_lr",
+    "transformer_scheduler",
+    "translate_sentences",
 ]

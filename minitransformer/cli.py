@@ -73,7 +73,7 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     run.add_argument("--label-smoothing", type=float, default=0.1, help="epsilon of label smoothing (default: 0.1)")
     run.add_argument("--clip-norm", type=float, default=1.0, help="clip the gradient norm to this; 0: no clipping "
                                                                   "(default: 1.0)")
-    run.add_argument("--target", type=float, help="stop once the validation exact match (0-1) or BLEU reaches this"
+    run.add_argument("--target", type=float, help="stop once the validation exact match (0-1) or BLEU reaches this; 0: never"
                                                   + _recipe("target"))
     run.add_argument("--eval-sentences", type=int, help="validation (after each epoch) and test (at the end) "
                                                         "sentences translated for the quality figure (default: all)")

@@ -73,8 +73,9 @@ def translate_sentences(
 ) -> list[str]:
     """Translate sentences with greedy decoding, in batches of similar length.
 
-    The output may be up to source length + ``extra_length`` tokens long (and never longer
-    than the model's positional table). The model is put in eval mode and left there.
+    Each output has at most its source's length + ``extra_length`` tokens (and never more than
+    the model's positional table allows), whatever the batch. The model is put in eval mode
+    and left there.
 
     Args:
         model: a trained :class:`Transformer` (bare, not wrapped by DDP or compile).
@@ -109,6 +110,7 @@ def translate_sentences(
             src[row, : len(encoded[i])] = torch.tensor(encoded[i])
         max_len = min(width + extra_length, longest - 1)
         ys = greedy_decode(model, src.to(device), max_len, tokenizer.bos_id, tokenizer.eos_id)  # (B, 1 + L)
-        for row, text in zip(chunk, tokenizer.decode_batch(ys.tolist())):
-            out[row] = text
+        for row, ids in zip(chunk, ys.tolist()):
+            # Each sentence's own limit, so the result does not depend on its batch-mates.
+            out[row] = tokenizer.decode(ids[: 1 + min(len(encoded[row]) + extra_length, longest - 1)])
     return out

@@ -67,7 +67,7 @@ class TrainOptions:
         label_smoothing: eps_ls (paper: 0.1).
         clip_norm: clip the gradient norm to this; 0 switches clipping off.
         target: stop once the validation quality figure (exact match in [0, 1], or BLEU)
-            reaches this.
+            reaches this; 0 switches the rule off.
         eval_sentences: validation (each epoch) and test (at the end) sentences translated
             for the quality figure (None: all).
         out: output folder (default ``runs/<dataset>``).

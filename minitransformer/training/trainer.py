@@ -169,7 +169,8 @@ class Trainer:
         o = self.options
         if o.max_steps is not None and self.step >= o.max_steps:
             return True
-        return o.target is not None and self.metrics.get("val_" + self.metric, -math.inf) >= o.target
+        reached = self.metrics.get("val_" + self.metric, -math.inf)
+        return o.target is not None and o.target > 0 and reached >= o.target
 
     def _train_epoch(self, bar: Any, stop: StopRequest) -> bool:
         o, info = self.options, self.info

@@ -1,0 +1,119 @@
+"""``python -m minitransformer``: help texts, train, translate, average, clear errors."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minitransformer.__main__ import main
+from minitransformer.cli import build_parser
+from minitransformer.training import load_checkpoint, read_log
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--train-size", "200", "--d-model", "16", "--n-heads", "2", "--d-ff", "32", "--layers", "1",
+        "--batch-tokens", "400", "--warmup", "10", "--eval-sentences", "8", "--show", "2", "--target", "2"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny model trained for 30 steps through the command line, with checkpoints every 10."""
+    out = tmp_path_factory.mktemp("cli") / "run"
+    old = {k: os.environ.get(k) for k in ("XDG_CACHE_HOME", "TQDM_DISABLE")}
+    os.environ["XDG_CACHE_HOME"] = str(out.parent / "cache")
+    os.environ["TQDM_DISABLE"] = "1"
+    try:
+        assert main(["train", *TINY, "--max-steps", "30", "--save-every", "10", "--out", str(out)]) == 0
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return out
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+@pytest.mark.parametrize("command", ["train", "translate", "average"])
+def test_help_of_every_subcommand_describes_every_option(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main([command, "--help"])
+    assert stop.value.code == 0
+    text = capsys.readouterr().out
+    sub = _subparsers()[command]
+    for action in sub._actions:
+        assert action.help, f"{command} option {action.option_strings or action.dest} has no help text"
+        for flag in action.option_strings:
+            assert flag in text
+
+
+def test_train_has_the_options_of_the_issue() -> None:
+    flags = {f for a in _subparsers()["train"]._actions for f in a.option_strings}
+    wanted = ("--dataset --src-file --tgt-file --valid-src-file --valid-tgt-file --preset --d-model --n-heads "
+              "--d-ff --layers --norm-first --device --precision --compile --batch-tokens --accumulate --epochs "
+              "--max-steps --warmup --lr-factor --label-smoothing --out --resume --seed --src-locale --tgt-locale "
+              "--src-lang --tgt-lang --data-dir --vocab-size").split()
+    assert set(wanted) <= flags, set(wanted) - flags
+
+
+def test_the_module_runs_as_a_program() -> None:
+    result = subprocess.run([sys.executable, "-m", "minitransformer", "--help"], capture_output=True, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), timeout=120)
+    assert result.returncode == 0 and "train" in result.stdout and "translate" in result.stdout
+
+
+def test_training_writes_checkpoints_log_curve_and_tokenizer(run_dir: Path) -> None:
+    names = {p.name for p in run_dir.iterdir()}
+    assert {"log.jsonl", "loss.png", "tokenizer.json", "checkpoint-00000030.pt"} <= names
+    setup = [r for r in read_log(run_dir / "log.jsonl") if r["event"] == "setup"][0]
+    for key in ("vocab_size", "mean_tokens", "padding_fraction", "parameters"):
+        assert key in setup
+
+
+def test_translate_arguments_and_standard_input(run_dir: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    assert main(["translate", "--checkpoint", str(run_dir), "Friday, January 14, 1944", "Monday, May 1, 2000"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Friday, January 14, 1944\nMonday, May 1, 2000\n"))
+    assert main(["translate", "--checkpoint", str(run_dir / "checkpoint-00000030.pt")]) == 0
+    assert capsys.readouterr().out.splitlines() == lines
+
+
+def test_average_the_last_checkpoints(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "avg.pt"
+    assert main(["average", "--checkpoints", str(run_dir), "--last", "2", "--out", str(out)]) == 0
+    averaged = load_checkpoint(out)
+    assert len(averaged["averaged_from"]) == 2 and "optimizer" not in averaged
+    assert main(["translate", "--checkpoint", str(out), "Friday, January 14, 1944"]) == 0
+
+
+def test_resume_takes_the_options_of_the_run(run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    copy = tmp_path / "run"
+    copy.mkdir()
+    last = run_dir / "checkpoint-00000030.pt"
+    (copy / last.name).write_bytes(last.read_bytes())
+    assert main(["train", "--resume", "--out", str(copy), "--max-steps", "32"]) == 0
+    checkpoint = load_checkpoint(copy)
+    assert checkpoint["step"] == 32 and checkpoint["config"]["d_model"] == 16
+
+
+def test_errors_are_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"garbage")
+    assert main(["translate", "--checkpoint", str(bad), "hello"]) == 2
+    assert "error: checkpoint" in capsys.readouterr().err
+    assert main(["train", "--dataset", "text", "--src-file", "a.txt"]) == 2
+    assert "missing --tgt-file, --valid-src-file, --valid-tgt-file" in capsys.readouterr().err
