@@ -17,13 +17,16 @@ untouched, so calling one does not change what the rest of a notebook computes.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import copy
 import functools
 import json
 import math
+import multiprocessing
 import re
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
@@ -133,6 +136,7 @@ def _rand(g: torch.Generator, *shape: int, scale: float = 1.0) -> Tensor:
     return torch.randn(*shape, generator=g) * scale
 
 
+@torch.no_grad()
 def _fill_parameters(module: nn.Module, g: torch.Generator, scale: float = 0.5) -> None:
     """Random values for every parameter, biases and LayerNorm gains included, so each one matters."""
     for name, p in module.named_parameters():
@@ -921,7 +925,9 @@ def check_label_smoothing_target(fn: Callable[[Tensor, int, float, int], Tensor]
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    from .training.loss import label_smoothed_nll
+    with warnings.catch_warnings():  # the training package imports tqdm.auto, which may warn in a kernel
+        warnings.simplefilter("ignore")
+        from .training.loss import label_smoothed_nll
 
     g = _rng()
     cases = [
@@ -992,6 +998,7 @@ def _greedy_by_hand(model: Transformer, src: Tensor, max_len: int, bos_id: int, 
     return ys
 
 
+@torch.no_grad()
 def _decoding_model(seed: int) -> Transformer:
     """A small random model whose greedy outputs depend on the source (tokens 0, 1, 2 are pad, bos, eos)."""
     torch.manual_seed(seed)
@@ -1125,14 +1132,15 @@ class Report:
             line = text.strip().splitlines()[0] if text.strip() else ""
             return line if len(line) <= width else line[: width - 1] + "…"
 
-        rows = [(t.grade_id, f"{_num(t.score)}/{_num(t.points)}", "yes" if t.passed else "no", cut(t.message))
-                for t in self.tasks]
-        head = ("task", "points", "passed", "message")
-        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
+        rows = [(t.grade_id, t.title, f"{_num(t.score)}/{_num(t.points)}", "yes" if t.passed else "no",
+                 cut(t.message)) for t in self.tasks]
+        head = ("task", "title", "points", "passed", "message")
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
         lines = [f"{self.path}  ({self.seconds:.1f} s)"]
         for row in [head, *rows]:
-            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
-        lines.append("  " + "total".ljust(widths[0]) + "  " + f"{_num(self.score)}/{_num(self.max_score)}")
+            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4])
+        total = f"{_num(self.score)}/{_num(self.max_score)}"
+        lines.append("  " + "total".ljust(widths[0] + widths[1] + 2) + "  " + total)
         lines += [f"  note: {n}" for n in self.notes]
         if self.error:
             lines.append(f"  error: {self.error}")
@@ -1166,6 +1174,25 @@ def _find_reference(nb: Any, path: Path, reference: Path | None) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
+def _package_uses(nb: Any) -> list[str]:
+    """Notes for the instructor: code cells that name the package's version of what a task asks for.
+
+    Each check cell lists those names in ``metadata["grading"]["avoid"]``; comments are ignored.
+    """
+    code = "\n".join(re.sub(r"#.*", "", cell.source) for cell in nb.cells
+                     if cell.cell_type == "code" and _grading(cell) is None)
+    notes = []
+    for cell in nb.cells:
+        info = _grading(cell)
+        if info is None:
+            continue
+        used = [name for name in info.get("avoid", []) if re.search(rf"\b{re.escape(name)}\b", code)]
+        if used:
+            notes.append(f"{info['grade_id']}: the code uses {', '.join(used)}, the package's own version of "
+                         "what this task asks for")
+    return notes
+
+
 def _kernel_for(nb: Any) -> str:
     """The notebook's own kernel when it is installed here, else the default ``python3``."""
     from jupyter_client.kernelspec import KernelSpecManager
@@ -1182,7 +1209,9 @@ def grade_notebook(path: str | Path, *, timeout: float = 120.0, reference: str |
     When the original exercise can be found (``reference``, a folder, or the course's ``exercises/``;
     matched by the notebook's ``metadata["grading"]["exercise"]`` or its file name), its check cells
     replace the submission's (edited ones are restored, deleted ones appended) and its points count.
-    A task passes when its check cell runs without an error and prints ``✓ Task N passed``.
+    A task passes when its check cell runs without an error and prints ``✓ Task N passed``. Code
+    that names the package's version of a task's piece (the check cell's ``"avoid"`` list) is
+    reported in the notes, for the instructor to look at; it costs no points by itself.
 
     Args:
         path: the notebook to grade; it is not modified.
@@ -1237,10 +1266,12 @@ def grade_notebook(path: str | Path, *, timeout: float = 120.0, reference: str |
     if not checks:
         report.error = "no check cells (cells with metadata 'grading') found"
         return report
+    report.notes += _package_uses(nb)
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
     client_kwargs: dict[str, Any] = dict(timeout=timeout, allow_errors=True, interrupt_on_timeout=True,
+                                         shutdown_kernel="immediate",
                                          resources={"metadata": {"path": str(path.resolve().parent)}})
     client_kwargs["kernel_name"] = kernel_name or _kernel_for(nb)
     try:
@@ -1293,6 +1324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reference", type=Path, default=None,
                         help=f"folder with the original exercises (default {COURSE_EXERCISES})")
     parser.add_argument("--kernel", default=None, help="Jupyter kernel name (default: the notebook's own)")
+    parser.add_argument("--jobs", type=int, default=1, help="notebooks graded at the same time (default 1)")
     args = parser.parse_args(argv)
     try:
         files = _notebooks(args.paths)
@@ -1300,11 +1332,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(err))
     if not files:
         parser.error("no notebooks found")
+    grade = functools.partial(grade_notebook, timeout=args.timeout, reference=args.reference,
+                              kernel_name=args.kernel)
     reports = []
-    for path in files:
-        report = grade_notebook(path, timeout=args.timeout, reference=args.reference, kernel_name=args.kernel)
-        reports.append(report)
-        print(report.table(), end="\n\n", flush=True)
+    if args.jobs > 1 and len(files) > 1:
+        # Separate processes, each starting its own kernels; results are printed in the given order.
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(min(args.jobs, len(files)), mp_context=context) as pool:
+            for report in pool.map(grade, files):
+                reports.append(report)
+                print(report.table(), end="\n\n", flush=True)
+    else:
+        for path in files:
+            reports.append(grade(path))
+            print(reports[-1].table(), end="\n\n", flush=True)
     if len(reports) > 1:
         width = max(len(r.path) for r in reports)
         print("submission".ljust(width) + "  score")
