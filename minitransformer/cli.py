@@ -46,7 +46,8 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     data.add_argument("--vocab-size", type=int, help="largest shared BPE vocabulary, special tokens included"
                                                      + _recipe("vocab_size"))
     model = p.add_argument_group("model (a preset, then any size given here)")
-    model.add_argument("--preset", choices=PRESETS, help="model sizes of TransformerConfig.<preset>()" + _recipe("preset"))
+    model.add_argument("--preset", choices=PRESETS,
+                       help="model sizes of TransformerConfig.<preset>()" + _recipe("preset"))
     model.add_argument("--d-model", type=int, help="width of the model, d_model")
     model.add_argument("--n-heads", type=int, help="attention heads, h")
     model.add_argument("--d-ff", type=int, help="inner width of the feed-forward network, d_ff")
@@ -73,8 +74,9 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     run.add_argument("--label-smoothing", type=float, default=0.1, help="epsilon of label smoothing (default: 0.1)")
     run.add_argument("--clip-norm", type=float, default=1.0, help="clip the gradient norm to this; 0: no clipping "
                                                                   "(default: 1.0)")
-    run.add_argument("--target", type=float, help="stop once the validation exact match (0-1) or BLEU reaches this; 0: never"
-                                                  + _recipe("target"))
+    run.add_argument("--target", type=float,
+                     help="stop once the validation exact match (0-1) or BLEU reaches this; 0: never"
+                          + _recipe("target"))
     run.add_argument("--eval-sentences", type=int, help="validation (after each epoch) and test (at the end) "
                                                         "sentences translated for the quality figure (default: all)")
     run.add_argument("--seed", type=int, default=0, help="seed of initialisation, dropout and batch order (default: 0)")
@@ -106,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     description="Translate with greedy decoding; reads lines from standard "
                                     "input when no text is given.")
     translate.add_argument("text", nargs="*", help="sentences to translate (default: lines of standard input)")
-    translate.add_argument("--checkpoint", required=True, help="checkpoint file, or a run folder (its newest)")
+    translate.add_argument("--checkpoint", required=True,
+                           help="checkpoint file, or a run folder (its best.pt, else its newest checkpoint)")
     translate.add_argument("--device", default="auto", help="auto, cpu, cuda, mps (default: auto)")
     translate.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default: 64)")
     translate.add_argument("--extra-length", type=int, default=50, help="output tokens allowed beyond the source "

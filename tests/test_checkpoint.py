@@ -129,7 +129,8 @@ def test_averaging_is_the_mean_of_the_parameters(tmp_path: Path, tokenizer: Shar
 def test_averaging_refuses_checkpoints_of_other_models(tmp_path: Path, tokenizer: SharedTokenizer) -> None:
     a = save_checkpoint(tmp_path / "a.pt", _model(tokenizer), tokenizer)
     b = save_checkpoint(tmp_path / "b.pt", _model(tokenizer, d_ff=64), tokenizer)
-    with pytest.raises(CheckpointError, match=r"b\.pt was written for a model with d_ff=64, but this model has d_ff=32"):
+    with pytest.raises(CheckpointError,
+                       match=r"b\.pt was written for a model with d_ff=64, but this model has d_ff=32"):
         average_checkpoints([a, b])
 
 

@@ -82,12 +82,22 @@ def test_training_writes_checkpoints_log_curve_and_tokenizer(run_dir: Path) -> N
 
 def test_translate_arguments_and_standard_input(run_dir: Path, capsys: pytest.CaptureFixture[str],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    assert main(["translate", "--checkpoint", str(run_dir), "Friday, January 14, 1944", "Monday, May 1, 2000"]) == 0
+    last = str(run_dir / "checkpoint-00000030.pt")
+    assert main(["translate", "--checkpoint", last, "Friday, January 14, 1944", "Monday, May 1, 2000"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2
     monkeypatch.setattr(sys, "stdin", io.StringIO("Friday, January 14, 1944\nMonday, May 1, 2000\n"))
-    assert main(["translate", "--checkpoint", str(run_dir / "checkpoint-00000030.pt")]) == 0
+    assert main(["translate", "--checkpoint", last]) == 0
     assert capsys.readouterr().out.splitlines() == lines
+
+
+def test_a_run_folder_translates_with_its_best_checkpoint(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    best = load_checkpoint(run_dir / "best.pt")
+    assert best["step"] == best["metrics"]["best_step"]
+    assert main(["translate", "--checkpoint", str(run_dir / "best.pt"), "Monday, May 1, 2000"]) == 0
+    from_best = capsys.readouterr().out
+    assert main(["translate", "--checkpoint", str(run_dir), "Monday, May 1, 2000"]) == 0
+    assert capsys.readouterr().out == from_best
 
 
 def test_average_the_last_checkpoints(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

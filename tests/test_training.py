@@ -137,3 +137,60 @@ def test_a_short_multi30k_run_lowers_the_validation_loss(tmp_path: Path) -> None
     assert after < before - 0.5, (before, after)
     assert 0.0 <= result.metrics["test_bleu"] <= 100.0
     assert (tmp_path / "loss.png").stat().st_size > 1000
+
+
+def _trainer(tmp_path: Path, **changes: Any) -> Any:
+    """A Trainer on a handful of dates with plain SGD (so gradient scale errors show)."""
+    from minitransformer import Transformer
+    from minitransformer.data import SharedTokenizer, load_dates
+    from minitransformer.training.corpus import encode_pairs
+    from minitransformer.training.distributed import DistInfo
+    from minitransformer.training.runlog import RunLog
+    from minitransformer.training.trainer import Trainer
+
+    pairs = load_dates("train", n_train=12, n_validation=0, n_test=0)
+    tokenizer = SharedTokenizer.train(pairs, vocab_size=300)
+    options = _options(tmp_path, dropout=0.0, clip_norm=0.0, **changes).resolved()
+    torch.manual_seed(0)
+    model = Transformer(options.model_config(tokenizer.vocab_size))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    ids = encode_pairs(tokenizer, pairs)
+    return Trainer(model, model, tokenizer, optimizer, scheduler, ids, ids, pairs, "exact_match", options,
+                   torch.device("cpu"), DistInfo(), RunLog(tmp_path / "log.jsonl", enabled=False))
+
+
+def test_accumulated_batches_give_the_gradient_of_one_big_batch(tmp_path: Path) -> None:
+    one, split = _trainer(tmp_path), _trainer(tmp_path)
+    everything = list(range(12))
+    tokens = sum(len(one.train_ids[i][1]) for i in everything)
+    loss_one, _, n_one, _ = one.train_step([everything], tokens)
+    loss_split, _, n_split, _ = split.train_step([everything[:5], everything[5:]], tokens)
+    assert n_one == n_split == tokens
+    torch.testing.assert_close(loss_split, loss_one)
+    for (name, a), b in zip(one.model.named_parameters(), split.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_bf16_autocast_runs_on_the_cpu(tmp_path: Path) -> None:
+    result = train(_options(tmp_path, max_steps=2, precision="bf16"))
+    setup = [r for r in read_log(tmp_path / "log.jsonl") if r["event"] == "setup"][0]
+    assert setup["bf16"] is True and result.step == 2
+    assert all(torch.isfinite(torch.tensor(loss)) for loss in _losses(tmp_path).values())
+
+
+def test_text_files_are_a_dataset(tmp_path: Path) -> None:
+    from minitransformer.data import load_dates
+    from minitransformer.training.corpus import load_corpus
+
+    for split, n in (("train", 30), ("valid", 5)):
+        pairs = load_dates("train", n_train=n, n_validation=0, n_test=0, seed=len(split))
+        (tmp_path / f"{split}.src").write_text("\n".join(s for s, _ in pairs) + "\n", encoding="utf-8")
+        (tmp_path / f"{split}.tgt").write_text("\n".join(t for _, t in pairs) + "\n", encoding="utf-8")
+    options = TrainOptions(dataset="text", src_file=str(tmp_path / "train.src"), tgt_file=str(tmp_path / "train.tgt"),
+                           valid_src_file=str(tmp_path / "valid.src"), valid_tgt_file=str(tmp_path / "valid.tgt"))
+    corpus = load_corpus(options.resolved())
+    assert len(corpus.train) == 30 and len(corpus.validation) == 5
+    assert corpus.test is None and corpus.metric == "bleu"
+    with pytest.raises(ValueError, match="needs training and validation files; missing --valid-src-file"):
+        TrainOptions(dataset="text", src_file="a", tgt_file="b", valid_tgt_file="c")

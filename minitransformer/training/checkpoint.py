@@ -23,6 +23,7 @@ import os
 import pickle
 import random
 import re
+import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +38,7 @@ from ..data import SharedTokenizer
 from ..model import Transformer
 
 FORMAT = "minitransformer-checkpoint"
+BEST = "best.pt"  # copy of the checkpoint with the best validation figure
 FORMAT_VERSION = 1
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)\.pt$")
 
@@ -129,6 +131,21 @@ def atomic_torch_save(obj: Any, path: str | Path) -> Path:
     finally:
         Path(tmp).unlink(missing_ok=True)
     return path
+
+
+def atomic_copy(source: str | Path, target: str | Path) -> Path:
+    """Copy a file through a temporary file and ``os.replace``, like :func:`atomic_torch_save`."""
+    target = Path(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle, open(source, "rb") as original:
+            shutil.copyfileobj(original, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return target
 
 
 def make_checkpoint(
@@ -268,16 +285,21 @@ def check_compatible(checkpoint: dict[str, Any], config: TransformerConfig, path
         )
 
 
-def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Transformer, SharedTokenizer, dict[str, Any]]:
+def load_model(
+    path: str | Path, device: str | torch.device = "cpu"
+) -> tuple[Transformer, SharedTokenizer, dict[str, Any]]:
     """Rebuild the trained model and its tokenizer from a checkpoint, in eval mode.
 
     Args:
-        path: a checkpoint file or a run folder (its newest checkpoint).
+        path: a checkpoint file, or a run folder: its ``best.pt`` (best validation figure)
+            when there is one, else its newest checkpoint.
         device: where the model goes.
 
     Returns:
         ``(model, tokenizer, checkpoint)``.
     """
+    if Path(path).is_dir() and (Path(path) / BEST).is_file():
+        path = Path(path) / BEST
     checkpoint = load_checkpoint(path)
     config = TransformerConfig.from_dict(checkpoint["config"])
     model = Transformer(config)

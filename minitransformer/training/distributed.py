@@ -66,7 +66,10 @@ def init_distributed(device: str = "auto") -> tuple[DistInfo, torch.device]:
     elif chosen.type != "cpu":
         raise ValueError(f"training with several processes needs CUDA or the CPU, got device {chosen}")
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if chosen.type == "cuda" else "gloo", device_id=chosen if chosen.type == "cuda" else None)
+        if chosen.type == "cuda":
+            dist.init_process_group("nccl", device_id=chosen)
+        else:
+            dist.init_process_group("gloo")
     return DistInfo(rank, world_size, local_rank), chosen
 
 

@@ -145,7 +145,8 @@ class TrainOptions:
         if self.lr_factor is not None and not self.lr_factor > 0:
             raise ValueError(f"lr_factor must be positive, got {self.lr_factor}")
         if self.dataset == "text":
-            missing = [n for n in ("src_file", "tgt_file", "valid_src_file", "valid_tgt_file") if getattr(self, n) is None]
+            needed = ("src_file", "tgt_file", "valid_src_file", "valid_tgt_file")
+            missing = [n for n in needed if getattr(self, n) is None]
             if missing:
                 flags = ", ".join("--" + n.replace("_", "-") for n in missing)
                 raise ValueError(f"dataset 'text' needs training and validation files; missing {flags}")

@@ -22,7 +22,8 @@ from ..data import SharedTokenizer, padding_fraction, tokenization_report
 from ..evaluation import METRICS
 from ..model import Transformer
 from ..utils import set_seed
-from .checkpoint import check_compatible, latest_checkpoint, list_checkpoints, load_checkpoint, restore_rng_state
+from .checkpoint import (BEST, check_compatible, latest_checkpoint, list_checkpoints, load_checkpoint,
+                         restore_rng_state)
 from .corpus import Corpus, drop_long, encode_pairs, load_corpus
 from .distributed import (DistInfo, StopRequest, all_gather_objects, broadcast_object, cleanup_distributed,
                           init_distributed)
@@ -111,8 +112,8 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
     _check_out_folder(o)
     checkpoint = load_checkpoint(latest_checkpoint(out if o.resume == "auto" else o.resume)) if o.resume else None
     if info.is_main and o.overwrite and not o.resume:
-        for old in list_checkpoints(out):
-            old.unlink()
+        for old in [*list_checkpoints(out), out / BEST]:
+            old.unlink(missing_ok=True)
     set_seed(o.seed)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls on tensor cores
@@ -233,13 +234,20 @@ def _finish(trainer: Trainer, corpus: Corpus, metrics: dict[str, Any], log: RunL
     info, o = trainer.info, trainer.options
     pairs = (corpus.test if corpus.test else corpus.validation)[: o.eval_sentences]
     split = "test" if corpus.test else "validation"
+    key = "val_" + corpus.metric
+    best_step = metrics.get("best_step")
+    note = ""
+    if best_step is not None and best_step != trainer.step and metrics["best_" + key] > metrics.get(key, -1):
+        # Validation went down since its best epoch: test (and translate with) the best weights.
+        trainer.model.load_state_dict(load_checkpoint(trainer.out / BEST, map_location=trainer.device)["model"])
+        note = f" (the weights of step {best_step}, best on validation)"
     hypotheses = trainer.translate([s for s, _ in pairs])
     score = METRICS[corpus.metric](hypotheses, [t for _, t in pairs])
     metrics[f"{split}_{corpus.metric}"] = score
     log.write(split, step=trainer.step, n=len(pairs), **{corpus.metric: score},
               examples=[[s, h, t] for (s, t), h in list(zip(pairs, hypotheses))[: o.show]])
     shown = f"{100 * score:.2f}% exact match" if corpus.metric == "exact_match" else f"BLEU {score:.2f}"
-    _say(info, f"{split}: {shown} on {len(pairs):,} pairs after {trainer.step:,} steps")
+    _say(info, f"{split}: {shown} on {len(pairs):,} pairs after {trainer.step:,} steps{note}")
     for (src, ref), hyp in list(zip(pairs, hypotheses))[: o.show]:
         mark = "=" if hyp == ref else "x"
         _say(info, f"  {src}  ->  {hyp}  [{mark} {ref}]")

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from ..data import SharedTokenizer, TokenBatchSampler, collate_pairs
 from ..evaluation import METRICS, translate_sentences
 from ..model import Transformer
-from .checkpoint import capture_rng_state, checkpoint_path, list_checkpoints, save_checkpoint
+from .checkpoint import BEST, atomic_copy, capture_rng_state, checkpoint_path, list_checkpoints, save_checkpoint
 from .corpus import IdPairs, Pairs
 from .distributed import DistInfo, StopRequest, all_gather_objects, all_reduce_sum, barrier
 from .loss import label_smoothed_nll
@@ -238,7 +238,10 @@ class Trainer:
                 f"val loss {val_loss:.3f}  {name} {shown}")
         if self.info.is_main:
             bar.write(line)
-        self.save()
+        best = self.metrics.get("best_val_" + self.metric, -math.inf)
+        if quality > best:
+            self.metrics.update({"best_val_" + self.metric: quality, "best_step": self.step})
+        self.save(best=quality > best)
         return self._done()
 
     # --- evaluation -------------------------------------------------------------
@@ -276,8 +279,12 @@ class Trainer:
         return METRICS[self.metric](hypotheses, [t for _, t in pairs])
 
     # --- checkpoints ------------------------------------------------------------
-    def save(self) -> Path | None:
-        """Write a checkpoint of the current step (main process) and keep the newest ``keep``."""
+    def save(self, best: bool = False) -> Path | None:
+        """Write a checkpoint of the current step (main process) and keep the newest ``keep``.
+
+        Args:
+            best: also copy it to ``best.pt`` (the best validation figure so far).
+        """
         states = all_gather_objects(capture_rng_state(), self.info)
         path = None
         if self.info.is_main:
@@ -286,6 +293,8 @@ class Trainer:
                 scheduler=self.scheduler, step=self.step, epoch=self.epoch, batches_done=self.batches_done,
                 rng=states, options=self.options.to_dict(), metrics=self.metrics,
             )
+            if best:
+                atomic_copy(path, self.out / BEST)
             for old in list_checkpoints(self.out)[: -self.options.keep]:
                 old.unlink(missing_ok=True)
             self.log.write("checkpoint", step=self.step, epoch=self.epoch, path=str(path))
