@@ -149,6 +149,8 @@ class Transformer(nn.Module):
         """Run the decoder: (B, T) ids and memory (B, S, D) -> hidden states (B, T, D).
 
         ``tgt_mask`` defaults to padding & causal; apply ``generator`` for logits.
+        ``src_mask`` has no default here (the decoder never sees ``src``): pass the
+        padding mask that ``encode`` used, or padded source positions get attended to.
         With ``cache`` (see :meth:`new_cache`), ``tgt`` holds only the positions not seen
         yet; they attend to the cached ones and the cache grows by T.
         """
