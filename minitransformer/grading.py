@@ -26,6 +26,7 @@ import math
 import multiprocessing
 import re
 import sys
+import textwrap
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -1127,10 +1128,11 @@ class Report:
     def max_score(self) -> float:
         return sum(t.points for t in self.tasks)
 
-    def table(self, width: int = 100) -> str:
-        """A plain-text table: task, points, passed, message; then the total."""
+    def table(self, width: int = 72) -> str:
+        """A plain-text table (task, title, points, passed, message), the total, then the full messages
+        of the failed tasks whose message did not fit in ``width`` characters."""
         def cut(text: str) -> str:
-            line = text.strip().splitlines()[0] if text.strip() else ""
+            line = " ".join(text.split())
             return line if len(line) <= width else line[: width - 1] + "…"
 
         rows = [(t.grade_id, t.title, f"{_num(t.score)}/{_num(t.points)}", "yes" if t.passed else "no",
@@ -1142,6 +1144,10 @@ class Report:
             lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4])
         total = f"{_num(self.score)}/{_num(self.max_score)}"
         lines.append("  " + "total".ljust(widths[0] + widths[1] + 2) + "  " + total)
+        for t in self.tasks:
+            if not t.passed and len(" ".join(t.message.split())) > width:
+                lines.append(textwrap.fill(" ".join(t.message.split()), width=100, initial_indent=f"  {t.grade_id}: ",
+                                           subsequent_indent=" " * (len(t.grade_id) + 4), break_on_hyphens=False))
         lines += [f"  note: {n}" for n in self.notes]
         if self.error:
             lines.append(f"  error: {self.error}")
