@@ -1292,6 +1292,7 @@ def grade_notebook(path: str | Path, *, timeout: float = 120.0, reference: str |
     checks = [c for c in nb.cells if _grading(c)]
     if not checks:
         report.error = "no check cells (cells with metadata 'grading') found"
+        report.seconds = time.perf_counter() - start
         return report
     report.notes += _package_uses(nb)
     for cell in nb.cells:
@@ -1312,7 +1313,9 @@ def grade_notebook(path: str | Path, *, timeout: float = 120.0, reference: str |
         task = info.get("task", info["grade_id"].removeprefix("task-"))
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
         text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
-        if errors:
+        if errors and errors[0].get("ename") == "KeyboardInterrupt":
+            message, passed = f"timed out: the cell ran for more than {timeout:g} s and was interrupted", False
+        elif errors:
             message = _ANSI.sub("", f"{errors[0].get('ename', 'Error')}: {errors[0].get('evalue', '')}")
             passed = False
         elif cell.get("execution_count") is None:
