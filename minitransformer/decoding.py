@@ -17,13 +17,17 @@ from .model import Transformer
 
 
 def _next_logits(model: Transformer, ys: Tensor, memory: Tensor, src_mask: Tensor,
-                 cache: DecoderCache | None) -> Tensor:
-    """Logits (B, V) for the token after ``ys`` (B, t)."""
+                 cache: DecoderCache | None, bos_id: int) -> Tensor:
+    """Logits (B, V) for the token after ``ys`` (B, t); padding and the start token are never chosen."""
     if cache is None:
         hidden = model.decode(ys, memory, src_mask)  # (B, t, D)
     else:
         hidden = model.decode(ys[:, cache.length:], memory, src_mask, cache=cache)  # (B, 1, D)
-    return model.generator(hidden[:, -1]).float()  # (B, V)
+    logits = model.generator(hidden[:, -1]).float()  # (B, V)
+    # A generated pad would be masked as padding on the next step (without a cache) and
+    # a generated start token means nothing: neither is a real output.
+    logits[:, [model.config.pad_id, bos_id]] = float("-inf")
+    return logits
 
 
 def _check_args(model: Transformer, src: Tensor, max_len: int) -> None:
@@ -65,7 +69,7 @@ def greedy_decode(model: Transformer, src: Tensor, max_len: int, bos_id: int, eo
     ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)  # (B,)
     for _ in range(max_len):
-        next_token = _next_logits(model, ys, memory, src_mask, cache).argmax(dim=-1)  # (B,)
+        next_token = _next_logits(model, ys, memory, src_mask, cache, bos_id).argmax(dim=-1)  # (B,)
         next_token = next_token.masked_fill(finished, pad_id)
         ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t + 1)
         finished |= next_token == eos_id
@@ -133,7 +137,7 @@ def beam_search(model: Transformer, src: Tensor, bos_id: int, eos_id: int, beam_
     rows = torch.arange(batch, device=device)
 
     for step in range(longest):
-        log_probs = torch.log_softmax(_next_logits(model, ys, memory, src_mask, cache), dim=-1)  # (B*K, V)
+        log_probs = torch.log_softmax(_next_logits(model, ys, memory, src_mask, cache, bos_id), dim=-1)  # (B*K, V)
         vocab = log_probs.size(-1)
         candidates = (scores[:, :, None] + log_probs.view(batch, k, vocab)).view(batch, k * vocab)  # (B, K*V)
         # 2K candidates hold at least K that do not end, since each beam adds one end token at most.

@@ -120,3 +120,17 @@ def test_length_penalty_and_bad_arguments(copy_model):
         beam_search(copy_model, torch.ones(1, 3, dtype=torch.long), BOS, EOS, beam_size=0)
     with pytest.raises(ValueError, match=r"src must be token ids of shape \(B, S\)"):
         greedy_decode(copy_model, torch.ones(3, dtype=torch.long), 5, BOS, EOS)
+
+
+def test_padding_and_start_tokens_are_never_generated():
+    set_seed(6)
+    model = Transformer(TransformerConfig.tiny(VOCAB, dropout=0.0)).eval()
+    with torch.no_grad():  # make pad and bos the most likely tokens everywhere
+        model.generator.weight[PAD] = model.generator.weight[3] * 50
+        model.generator.weight[BOS] = model.generator.weight[3] * 40
+    src = _copy_batch(4, 5)[0]
+    for use_cache in (True, False):
+        out = greedy_decode(model, src, 6, BOS, EOS, use_cache=use_cache)
+        assert not torch.any(out[:, 1:] == PAD) and not torch.any(out[:, 1:] == BOS)
+        beam = beam_search(model, src, BOS, EOS, beam_size=3, max_len=6, use_cache=use_cache)
+        assert not torch.any(beam[:, 1:] == BOS)
