@@ -119,15 +119,21 @@ class StopRequest:
     Ctrl-C raises ``KeyboardInterrupt`` at once. Signal handlers can only be set from the
     main thread; elsewhere nothing is installed and ``KeyboardInterrupt`` behaves as usual.
     Use as a context manager: the previous handlers come back at the end.
+
+    Args:
+        escalate: let a second Ctrl-C raise ``KeyboardInterrupt``. Under torchrun this is
+            off: a Ctrl-C in the terminal reaches each worker once directly and once more
+            forwarded by torchrun, and torchrun itself kills workers that take too long.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, escalate: bool = True) -> None:
+        self.escalate = escalate
         self.requested = False
         self.signal_name = ""
         self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.requested and signum == signal.SIGINT:
+        if self.requested and signum == signal.SIGINT and self.escalate:
             raise KeyboardInterrupt
         self.requested = True
         self.signal_name = signal.Signals(signum).name

@@ -2,8 +2,13 @@
 
 A field left at ``None`` takes the value of the dataset's recipe (:data:`RECIPES`), then of
 the model preset. The ``dates`` recipe is tuned so that ``python -m minitransformer train``
-reaches 99% exact match on held-out dates within minutes on a 2-core CPU; the ``multi30k``
-and ``text`` recipes are the paper's base model for a GPU.
+reaches 99% exact match on held-out dates within minutes on a 2-core CPU: a 2+2-layer
+d_model=64 model, 2,000-token batches (108 steps per epoch), a gentle peak learning rate
+(factor 0.5, warm-up 400: 0.0031), no dropout, and a stop as soon as every validation date
+comes out right (usually after 2-3 epochs). Higher rates learn as fast but swing: the
+exact match can drop from 100% to 70% for an epoch, so the best epoch's weights (``best.pt``)
+are the ones tested. The ``multi30k`` and ``text`` recipes are the paper's base model for
+a GPU.
 """
 
 from __future__ import annotations
@@ -21,8 +26,8 @@ PRECISIONS = ("auto", "fp32", "bf16")
 RECIPES: dict[str, dict[str, Any]] = {
     "dates": dict(
         preset="tiny", d_model=64, n_heads=4, d_ff=256, layers=2, dropout=0.0,
-        vocab_size=1000, train_size=20_000, batch_tokens=3000, warmup=300, lr_factor=2.0,
-        epochs=10, target=0.995,
+        vocab_size=1000, train_size=20_000, batch_tokens=2000, warmup=400, lr_factor=0.5,
+        epochs=8, target=1.0,
     ),
     "multi30k": dict(
         preset="base", vocab_size=8000, batch_tokens=8192, warmup=4000, lr_factor=1.0, epochs=20,

@@ -162,7 +162,7 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
         val_loss, val_nll = trainer.validation_loss()
         log.write("validation", step=0, val_loss=val_loss, val_nll=val_nll)
         _say(info, f"validation loss before training: {val_loss:.3f}")
-    with StopRequest() as stop:
+    with StopRequest(escalate=not info.enabled) as stop:
         try:
             interrupted = trainer.run(stop)
         except KeyboardInterrupt:
