@@ -28,6 +28,8 @@ from minitransformer import (EncoderLayer, LayerNorm, MultiHeadAttention, Positi
                              make_causal_mask, make_padding_mask, make_target_mask, scaled_dot_product_attention,
                              sinusoidal_positional_encoding)
 from minitransformer import grading as G
+from minitransformer.grading.decoding_checks import _greedy_by_hand
+from minitransformer.grading.notebooks import _package_uses
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ["01_positional_encoding_and_attention", "02_multi_head_attention_and_layers",
@@ -181,7 +183,7 @@ def _greedy_not_stopping(model, src, max_len, bos_id, eos_id):
 
 
 def _greedy_first_position(model, src, max_len, bos_id, eos_id):
-    return G._greedy_by_hand(model, src, max_len, bos_id, eos_id, first_position=True)
+    return _greedy_by_hand(model, src, max_len, bos_id, eos_id, first_position=True)
 
 
 WRONG = [
@@ -294,14 +296,14 @@ def test_exercise_and_solution_differ_only_in_the_stubs(name: str):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_solutions_do_not_borrow_the_package_pieces_they_implement(name: str):
-    assert G._package_uses(_read("solutions", name)) == []
+    assert _package_uses(_read("solutions", name)) == []
 
 
 def test_the_look_alike_note_can_fire():
     notebook = _read("solutions", NAMES[0])
     stub = next(c for c in notebook.cells if "def my_attention" in c.source)
     stub.source = "from minitransformer import scaled_dot_product_attention as my_attention"
-    assert G._package_uses(notebook) == [
+    assert _package_uses(notebook) == [
         "task-2: the code uses scaled_dot_product_attention, the package's own version of what this task asks for"
     ]
 

@@ -1,0 +1,178 @@
+"""Helpers shared by the exercise checks: calling the learner's code, comparing tensors, explaining.
+
+Every check runs under :func:`_isolated` (no gradients, the caller's random generators untouched)
+and draws its inputs from :func:`_rng`, a generator seeded with :data:`_SEED`. A learner's error
+becomes an ``AssertionError`` that names the call which raised it (:func:`_call`); a wrong
+tensor is compared with the expected one and, where it matches a known mistake, explained
+(:func:`_compare`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from typing import Any, Callable, Sequence, TypeVar
+
+import torch
+from torch import Tensor, nn
+
+_SEED = 20170612  # the day "Attention Is All You Need" appeared on arXiv
+_Check = TypeVar("_Check", bound=Callable[..., None])
+
+
+def _isolated(check: _Check) -> _Check:
+    """Run a check without gradients and without touching the caller's random generators."""
+
+    @functools.wraps(check)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        __tracebackhide__ = True  # IPython leaves the checker's own frames out of tracebacks
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            check(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _passed(task: int | str | None, summary: str) -> None:
+    print(f"✓ Task {task} passed: {summary}" if task is not None else f"✓ passed: {summary}")
+
+
+def _shape(t: Tensor | torch.Size | Sequence[int]) -> str:
+    dims = tuple(t.shape) if isinstance(t, Tensor) else tuple(t)
+    return "(" + ", ".join(str(d) for d in dims) + ")"
+
+
+def _describe(x: Any) -> str:
+    if isinstance(x, Tensor):
+        return f"a {str(x.dtype).replace('torch.', '')} tensor {_shape(x)}"
+    return repr(x)
+
+
+def _name(fn: Any) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+def _call_text(fn: Any, *args: Any, names: Sequence[str] = ()) -> str:
+    """``my_attention(query (2, 4, 8), key (2, 4, 8), ...)``: the call, with shapes instead of numbers."""
+    parts = [f"{n} {_shape(a)}" if isinstance(a, Tensor) and n else _describe(a)
+             for a, n in zip(args, [*names, *[""] * len(args)])]
+    return f"{_name(fn)}(" + ", ".join(parts) + ")"
+
+
+def _call(fn: Callable[..., Any], *args: Any, text: str | None = None) -> Any:
+    """Call the learner's code; any error other than NotImplementedError becomes an explained AssertionError."""
+    __tracebackhide__ = True
+    try:
+        return fn(*args)
+    except NotImplementedError:
+        raise
+    except Exception as err:  # the learner's bug: say which call raised it
+        raise AssertionError(f"{text or _call_text(fn, *args)} raised {type(err).__name__}: {err}") from err
+
+
+def _build(cls: type[nn.Module], *args: Any) -> nn.Module:
+    __tracebackhide__ = True
+    module = _call(cls, *args, text=_call_text(cls, *args))
+    if not isinstance(module, nn.Module):
+        raise AssertionError(f"{_call_text(cls, *args)} built a {type(module).__name__}; expected a subclass of nn.Module")
+    return module.eval()  # dropout off: the checks compare exact numbers
+
+
+def _rng() -> torch.Generator:
+    return torch.Generator().manual_seed(_SEED)
+
+
+def _rand(g: torch.Generator, *shape: int, scale: float = 1.0) -> Tensor:
+    return torch.randn(*shape, generator=g) * scale
+
+
+@torch.no_grad()
+def _fill_parameters(module: nn.Module, g: torch.Generator, scale: float = 0.5) -> None:
+    """Random values for every parameter, biases and LayerNorm gains included, so each one matters."""
+    for name, p in module.named_parameters():
+        if re.search(r"norm\d*\.weight$", name):  # LayerNorm gains stay near 1
+            p.copy_(1.0 + _rand(g, *p.shape, scale=0.3))
+        else:
+            p.copy_(_rand(g, *p.shape, scale=scale / math.sqrt(p.size(-1)) if p.dim() > 1 else scale))
+
+
+def _close(a: Tensor, b: Tensor, atol: float, rtol: float) -> bool:
+    return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=atol, rtol=rtol, equal_nan=True)
+
+
+def _expect_tensor(x: Any, text: str, wanted: str) -> Tensor:
+    __tracebackhide__ = True
+    if not isinstance(x, Tensor):
+        raise AssertionError(f"{text} returned {type(x).__name__}; expected a torch.Tensor {wanted}")
+    return x
+
+
+def _expect_shape(x: Tensor, shape: Sequence[int], text: str, what: str, hints: dict[tuple[int, ...], str] | None = None) -> None:
+    __tracebackhide__ = True
+    if tuple(x.shape) != tuple(shape):
+        hint = (hints or {}).get(tuple(x.shape), "")
+        raise AssertionError(f"{text}: the {what} has shape {_shape(x)} but expected {_shape(shape)}." + (f" {hint}" if hint else ""))
+
+
+def _expect_bool(x: Tensor, text: str) -> None:
+    __tracebackhide__ = True
+    if x.dtype != torch.bool:
+        raise AssertionError(
+            f"{text} returned a {str(x.dtype).replace('torch.', '')} tensor; a mask must be torch.bool "
+            "(True = may attend). A comparison such as `tokens != pad_id` already gives one."
+        )
+
+
+def _first_difference(given: Tensor, expected: Tensor, atol: float, rtol: float) -> str:
+    given, expected = given.double(), expected.double()
+    bad = ~torch.isclose(given, expected, atol=atol, rtol=rtol, equal_nan=True)
+    index = tuple(int(i) for i in bad.nonzero()[0])
+    n_bad = int(bad.sum())
+    return (f"at index {index} expected {expected[index].item():.4f} but got {given[index].item():.4f} "
+            f"({n_bad} of {given.numel()} values differ)")
+
+
+def _compare(given: Tensor, expected: Tensor, text: str, what: str,
+             mistakes: Sequence[tuple[str, Callable[[], Tensor | None]]] = (), atol: float = 1e-5,
+             rtol: float = 1e-4, fallback: Callable[[], str | None] | None = None) -> None:
+    """Raise unless ``given`` matches ``expected``; name the mistake when ``given`` matches a known wrong version."""
+    __tracebackhide__ = True
+    _expect_shape(given, expected.shape, text, what)
+    if _close(given, expected, atol, rtol):
+        return
+    for hint, wrong in mistakes:
+        try:
+            candidate = wrong()
+        except Exception:  # a mistake that does not apply to these shapes
+            continue
+        if candidate is not None and _close(given, candidate, atol, rtol):
+            raise AssertionError(f"{text}: wrong {what}. {hint}")
+    extra = fallback() if fallback is not None else None
+    raise AssertionError(f"{text}: wrong {what}: "
+                         f"{_first_difference(given, expected, atol, rtol)}." + (f" {extra}" if extra else ""))
+
+
+def _linear_like(module: nn.Module, name: str, in_features: int, out_features: int, owner: str) -> nn.Module:
+    """The learner's ``owner.name``, checked to be an ``nn.Linear(in_features, out_features)`` with a bias."""
+    __tracebackhide__ = True
+    layer = getattr(module, name, None)
+    wanted = f"nn.Linear({in_features}, {out_features})"
+    if layer is None:
+        raise AssertionError(f"{owner} has no attribute `{name}`: create it in __init__ as self.{name} = {wanted}")
+    weight, bias = getattr(layer, "weight", None), getattr(layer, "bias", None)
+    if not isinstance(weight, Tensor):
+        raise AssertionError(f"{owner}.{name} is a {type(layer).__name__}; expected {wanted}")
+    if tuple(weight.shape) != (out_features, in_features):
+        hint = " (nn.Linear(in, out) stores its weight as (out, in): are in and out swapped?)" \
+            if tuple(weight.shape) == (in_features, out_features) else ""
+        raise AssertionError(f"{owner}.{name}.weight has shape {_shape(weight)} but {wanted} has "
+                             f"{_shape((out_features, in_features))}{hint}")
+    if not isinstance(bias, Tensor) or tuple(bias.shape) != (out_features,):
+        raise AssertionError(f"{owner}.{name} must have a bias of shape ({out_features},) like {wanted} "
+                             "(the paper's projections have one): drop bias=False")
+    return layer
+
+
+def _first_output(out: Any) -> Any:
+    """A module may return its output alone or ``(output, weights)`` like the package; take the output."""
+    return out[0] if isinstance(out, (tuple, list)) and len(out) > 0 else out
