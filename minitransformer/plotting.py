@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.axes import Axes
+from matplotlib.ticker import FormatStrFormatter
 
 
 def _to_numpy(values: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -147,6 +148,9 @@ def plot_loss_curve(
         ax.plot(val_steps, val_loss, "o-", label="validation", linewidth=1.2, markersize=4)
     if log_scale:
         ax.set_yscale("log")
+        # Plain numbers (0.9, 2, 5) read better than 2x10^0 on a loss axis.
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("loss per target token")
     ax.grid(True, which="both", alpha=0.3)
