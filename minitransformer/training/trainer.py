@@ -159,6 +159,8 @@ class Trainer:
                 if self.batches_done == 0:  # the epoch was completed
                     if self._end_of_epoch(bar):
                         break
+            if self.metrics.get("eval_step") != self.step:  # stopped inside an epoch by max_steps
+                self._end_of_epoch(bar)
         finally:
             bar.close()
         if self.saved_step != self.step:
@@ -215,6 +217,8 @@ class Trainer:
                 break
         else:
             self.batches_done = 0
+        if self.batches_done >= len(self.sampler):  # max_steps fell on the epoch's last batch
+            self.batches_done = 0
         epoch_loss += since_loss.item()
         epoch_tokens += since_tgt
         loss_sum, tokens = all_reduce_sum([epoch_loss, epoch_tokens], info, self.device)
@@ -224,17 +228,23 @@ class Trainer:
         return False
 
     def _end_of_epoch(self, bar: Any) -> bool:
-        """Validate, log one line, write a checkpoint; True when the quality target is reached."""
+        """Validate, log one line, write a checkpoint; True when the quality target is reached.
+
+        Also runs after the last step when ``max_steps`` stops training inside an epoch.
+        """
         start = time.perf_counter()
         val_loss, val_nll = self.validation_loss()
         quality = self.validation_quality()
-        self.metrics.update(val_loss=val_loss, val_nll=val_nll, **{"val_" + self.metric: quality})
+        self.metrics.update({"val_loss": val_loss, "val_nll": val_nll, "eval_step": self.step,
+                             "val_" + self.metric: quality})
         self.log.write("epoch", step=self.step, epoch=self.epoch, train_loss=self.metrics["train_loss"],
                        val_loss=val_loss, val_nll=val_nll, **{"val_" + self.metric: quality},
                        lr=self.scheduler.get_last_lr()[0], eval_seconds=time.perf_counter() - start)
         shown = f"{100 * quality:.1f}%" if self.metric == "exact_match" else f"{quality:.2f}"
         name = "exact match" if self.metric == "exact_match" else "BLEU"
-        line = (f"epoch {self.epoch:3d}  step {self.step:6d}  train loss {self.metrics['train_loss']:.3f}  "
+        part = self.batches_done / len(self.sampler)
+        epoch = f"{self.epoch:5d}" if part == 0 else f"{self.epoch + part:5.1f}"
+        line = (f"epoch {epoch}  step {self.step:6d}  train loss {self.metrics['train_loss']:.3f}  "
                 f"val loss {val_loss:.3f}  {name} {shown}")
         if self.info.is_main:
             bar.write(line)
