@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 def label_smoothed_nll(
     logits: Tensor, target: Tensor, epsilon: float = 0.1, pad_id: int = 0
-) -> tuple[Tensor, Tensor, int]:
+) -> tuple[Tensor, Tensor, Tensor]:
     """Summed label-smoothed loss, summed plain negative log-likelihood, and token count.
 
     Positions whose target is ``pad_id`` count for nothing. Sums (not means) let
@@ -45,7 +45,8 @@ def label_smoothed_nll(
         logits (..., V), target (...) with the same leading dimensions.
 
     Returns:
-        ``(loss_sum, nll_sum, n_tokens)``: two float32 scalars and an int.
+        ``(loss_sum, nll_sum, n_tokens)``: three scalar tensors (float32, float32, int64); the
+        count stays a tensor so that a GPU need not wait for it.
     """
     if logits.shape[:-1] != target.shape:
         raise ValueError(
@@ -69,7 +70,7 @@ def label_smoothed_nll(
     else:
         loss = nll
     zero = loss.new_zeros(())
-    return torch.where(keep, loss, zero).sum(), torch.where(keep, nll, zero).sum(), int(keep.sum())
+    return torch.where(keep, loss, zero).sum(), torch.where(keep, nll, zero).sum(), keep.sum()
 
 
 class LabelSmoothingLoss(nn.Module):
@@ -95,13 +96,13 @@ class LabelSmoothingLoss(nn.Module):
         self.pad_id = pad_id
         self.reduction = reduction
 
-    def forward(self, logits: Tensor, target: Tensor) -> Tensor | tuple[Tensor, Tensor, int]:
+    def forward(self, logits: Tensor, target: Tensor) -> Tensor | tuple[Tensor, Tensor, Tensor]:
         loss_sum, nll_sum, n_tokens = label_smoothed_nll(logits, target, self.epsilon, self.pad_id)
         if self.reduction == "none":
             return loss_sum, nll_sum, n_tokens
         if self.reduction == "sum":
             return loss_sum
-        return loss_sum / max(n_tokens, 1)
+        return loss_sum / n_tokens.clamp(min=1)
 
     def extra_repr(self) -> str:
         return f"epsilon={self.epsilon}, pad_id={self.pad_id}, reduction={self.reduction!r}"

@@ -259,15 +259,15 @@ class Trainer:
     def validation_loss(self) -> tuple[float, float]:
         """Label-smoothed loss and plain NLL per target token over the validation pairs."""
         self.model.eval()
-        loss = nll = tokens = 0.0
+        sums = torch.zeros(3, dtype=torch.float64, device=self.device)  # loss, nll, tokens
         for indices in self.valid_sampler:
             batch = self.collate(indices, self.valid_ids)
             with self.autocast():
                 logits = self.model(batch.src, batch.tgt_in)
-            l, n, t = label_smoothed_nll(logits, batch.tgt_out, self.options.label_smoothing, self.tokenizer.pad_id)
-            loss, nll, tokens = loss + l.item(), nll + n.item(), tokens + t
+            sums += torch.stack(label_smoothed_nll(logits, batch.tgt_out, self.options.label_smoothing,
+                                                   self.tokenizer.pad_id)).double()
         self.model.train()
-        loss, nll, tokens = all_reduce_sum([loss, nll, tokens], self.info, self.device)
+        loss, nll, tokens = all_reduce_sum(sums.tolist(), self.info, self.device)
         return loss / max(tokens, 1), nll / max(tokens, 1)
 
     def translate(self, sentences: list[str], batch_size: int = 250) -> list[str]:
