@@ -18,11 +18,16 @@ from typing import Any
 from .training.options import DATASETS, PRECISIONS, PRESETS, RECIPES
 
 _UNSET = object()
+_SIZES = ("d_model", "n_heads", "d_ff", "layers", "dropout")
 
 
 def _recipe(name: str) -> str:
     values = [f"{d}: {RECIPES[d][name]}" for d in DATASETS if name in RECIPES[d]]
-    return f" (default by dataset: {', '.join(values)})" if values else ""
+    if not values:
+        return ""
+    if name in _SIZES and len(values) < len(DATASETS):
+        values.append("otherwise the preset's")
+    return f" (default by dataset: {', '.join(values)})"
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,7 +38,7 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                            "(your own parallel files) (default: dates)")
     data.add_argument("--src-locale", default="en_US", help="dates: CLDR locale of the source (default: en_US)")
     data.add_argument("--tgt-locale", default="de_DE", help="dates: CLDR locale of the target, e.g. de_DE, hu_HU, "
-                                                            "ja_JP (default: de_DE)")
+                                                            "fr_FR (default: de_DE)")
     data.add_argument("--src-lang", default="de", choices=("de", "en"), help="multi30k: source language (default: de)")
     data.add_argument("--tgt-lang", default="en", choices=("de", "en"), help="multi30k: target language (default: en)")
     data.add_argument("--data-dir", help="multi30k: folder with its .gz files (default: "
@@ -48,11 +53,11 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     model = p.add_argument_group("model (a preset, then any size given here)")
     model.add_argument("--preset", choices=PRESETS,
                        help="model sizes of TransformerConfig.<preset>()" + _recipe("preset"))
-    model.add_argument("--d-model", type=int, help="width of the model, d_model")
-    model.add_argument("--n-heads", type=int, help="attention heads, h")
-    model.add_argument("--d-ff", type=int, help="inner width of the feed-forward network, d_ff")
-    model.add_argument("--layers", type=int, help="layers N of the encoder and of the decoder")
-    model.add_argument("--dropout", type=float, help="dropout P_drop (default: the preset's; dates: 0.0)")
+    model.add_argument("--d-model", type=int, help="width of the model, d_model" + _recipe("d_model"))
+    model.add_argument("--n-heads", type=int, help="attention heads, h" + _recipe("n_heads"))
+    model.add_argument("--d-ff", type=int, help="inner width of the feed-forward network, d_ff" + _recipe("d_ff"))
+    model.add_argument("--layers", type=int, help="layers N of the encoder and of the decoder" + _recipe("layers"))
+    model.add_argument("--dropout", type=float, help="dropout P_drop" + _recipe("dropout"))
     model.add_argument("--norm-first", action=argparse.BooleanOptionalAction, default=None,
                        help="pre-LN layers, a departure from the paper's post-LN (default: post-LN)")
     run = p.add_argument_group("training")

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..data import SharedTokenizer, TokenBatchSampler, collate_pairs
+from ..data import Batch, SharedTokenizer, TokenBatchSampler, collate_pairs
 from ..evaluation import METRICS, translate_sentences
 from ..model import Transformer
 from .checkpoint import BEST, atomic_copy, capture_rng_state, checkpoint_path, list_checkpoints, save_checkpoint
@@ -89,7 +89,8 @@ class Trainer:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
 
-    def collate(self, indices: list[int], pairs: IdPairs) -> Any:
+    def collate(self, indices: list[int], pairs: IdPairs) -> Batch:
+        """The padded :class:`Batch` of some pairs, on this process's device."""
         tok = self.tokenizer
         return collate_pairs([pairs[i] for i in indices], tok.pad_id, tok.bos_id, tok.eos_id).to(
             self.device, non_blocking=True)
