@@ -111,6 +111,11 @@ class Trainer:
     def train_step(self, window: list[list[int]], global_tokens: float) -> tuple[torch.Tensor, torch.Tensor, int, int]:
         """One optimizer update over the batches of ``window`` (this process's share).
 
+        Args:
+            window: ``accumulate`` batches, each a list of indices into the training pairs.
+            global_tokens: target tokens of the window summed over all processes; each
+                batch's summed loss is divided by it, so the gradient is a per-token mean.
+
         Returns:
             Summed loss and NLL (tensors on the device), target tokens and all tokens of this process.
         """
