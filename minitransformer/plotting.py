@@ -159,6 +159,7 @@ def plot_loss_curve(
         ax.set_title(title)
     return ax
 
+
 def plot_attention_heads(
     weights: torch.Tensor | np.ndarray,
     query_labels: Sequence[str] | None = None,
