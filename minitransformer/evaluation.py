@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sacrebleu
 import torch
 
 from .data import SharedTokenizer
@@ -56,6 +55,8 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
         sacreBLEU's corpus score, e.g. 35.2.
     """
     _check_pairs(hypotheses, references)
+    import sacrebleu  # heavy import, only needed here
+
     return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score)
 
 

@@ -24,7 +24,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from ..data import Batch, SharedTokenizer, TokenBatchSampler, collate_pairs
 from ..evaluation import METRICS, translate_sentences
@@ -153,6 +152,8 @@ class Trainer:
             total.append(o.epochs * self.steps_per_epoch())
         # Only the main process draws; TQDM_DISABLE=1 (read by tqdm) silences it too.
         quiet = {} if self.info.is_main else {"disable": True}
+        from tqdm.auto import tqdm  # imported here: importing the package must stay free of side effects
+
         bar = tqdm(total=min(total) if total else None, initial=self.step, unit="step", dynamic_ncols=True,
                    leave=False, **quiet)
         try:
