@@ -1,10 +1,13 @@
-"""The command line: ``python -m minitransformer train | translate | average``.
+"""The command line: ``python -m minitransformer train | translate | attention | average | grade``.
 
     python -m minitransformer train                         # small model on dates, a few minutes on a CPU
     python -m minitransformer train --dataset multi30k      # the paper's base model (for a GPU)
     torchrun --nproc_per_node=4 -m minitransformer train --dataset multi30k
     python -m minitransformer translate --checkpoint runs/dates "Friday, March 3, 2023"
+    python -m minitransformer translate --checkpoint runs/multi30k --beam 4 < sentences.de
+    python -m minitransformer attention --checkpoint runs/dates "Friday, March 3, 2023" --out maps/
     python -m minitransformer average --checkpoints runs/multi30k --last 5 --out runs/multi30k/averaged.pt
+    python -m minitransformer grade submissions/
 """
 
 from __future__ import annotations
@@ -97,28 +100,48 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                                                       "of each epoch only)")
     files.add_argument("--keep", type=int, default=5, help="newest checkpoints kept (default: 5)")
     files.add_argument("--show", type=int, default=5, help="test translations printed at the end (default: 5)")
+    files.add_argument("--test-beam", type=int, default=4, help="the test split is scored with greedy decoding and "
+                                                                "with beam search of this size, length penalty 0.6 "
+                                                                "(paper: 4); 1: greedy only (default: 4)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m minitransformer``, with its three subcommands."""
     parser = argparse.ArgumentParser(prog="minitransformer", description="Train and use the Transformer of "
                                      "'Attention Is All You Need'.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{train,translate,average}")
+    commands = parser.add_subparsers(dest="command", required=True,
+                                     metavar="{train,translate,attention,average,grade}")
     train = commands.add_parser("train", help="train a model (default: a small one on dates, minutes on a CPU)",
                                 description="Train a Transformer. With no options: a small model on English -> "
                                 "German dates, on this machine. Under torchrun: one process per GPU (or CPU "
                                 "process with gloo), DistributedDataParallel.")
     add_train_arguments(train)
     translate = commands.add_parser("translate", help="translate sentences with a trained checkpoint",
-                                    description="Translate with greedy decoding; reads lines from standard "
-                                    "input when no text is given.")
+                                    description="Translate with greedy decoding or beam search (--beam 4); "
+                                    "reads lines from standard input when no text is given.")
     translate.add_argument("text", nargs="*", help="sentences to translate (default: lines of standard input)")
     translate.add_argument("--checkpoint", required=True,
                            help="checkpoint file, or a run folder (its best.pt, else its newest checkpoint)")
     translate.add_argument("--device", default="auto", help="auto, cpu, cuda, mps (default: auto)")
     translate.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default: 64)")
+    translate.add_argument("--beam", type=int, default=1, help="beam size; 1 is greedy decoding, the paper used 4 "
+                                                              "(default: 1)")
+    translate.add_argument("--alpha", type=float, default=0.6, help="length penalty of beam search (paper: 0.6)")
     translate.add_argument("--extra-length", type=int, default=50, help="output tokens allowed beyond the source "
                                                                        "length (default: 50)")
+    attention = commands.add_parser("attention", help="draw a trained model's attention maps for one sentence",
+                                    description="Write PNG files of the encoder self-attention, the decoder "
+                                    "self-attention and the cross-attention of every layer, a panel per head, "
+                                    "with token labels. The decoder reads the model's own greedy translation "
+                                    "unless --target is given.")
+    attention.add_argument("text", help="the source sentence")
+    attention.add_argument("--checkpoint", required=True,
+                           help="checkpoint file, or a run folder (its best.pt, else its newest checkpoint)")
+    attention.add_argument("--target", help="target sentence fed to the decoder (default: the model's translation)")
+    attention.add_argument("--out", default="attention", help="folder for the PNG files (default: attention)")
+    attention.add_argument("--kinds", nargs="+", choices=("encoder", "decoder_self", "cross"),
+                           default=["encoder", "decoder_self", "cross"], help="which maps to draw (default: all)")
+    attention.add_argument("--device", default="auto", help="auto, cpu, cuda, mps (default: auto)")
     average = commands.add_parser("average", help="average the weights of the last k checkpoints (paper, 6.1)",
                                   description="Average the model weights of several checkpoints of one run "
                                   "into a new checkpoint (for translating; it cannot resume training).")
@@ -126,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="checkpoint files, or a run folder (all its checkpoints, or the --last K)")
     average.add_argument("--last", type=int, help="average only the newest K of the given checkpoints")
     average.add_argument("--out", required=True, help="file to write the averaged checkpoint to")
+    commands.add_parser("grade", help="grade exercise notebooks (see: minitransformer grade --help)",
+                        description="Grade exercise notebooks; the options are those of "
+                        "python -m minitransformer.grading.")
     return parser
 
 
@@ -171,8 +197,26 @@ def _run_translate(args: argparse.Namespace) -> int:
     device = get_device(None if args.device == "auto" else args.device)
     model, tokenizer, _ = load_model(args.checkpoint, device)
     sentences = args.text or [line.rstrip("\n") for line in sys.stdin]
-    for line in translate_sentences(model, tokenizer, sentences, device, args.batch_size, args.extra_length):
+    for line in translate_sentences(model, tokenizer, sentences, device, args.batch_size, args.extra_length,
+                                    beam_size=args.beam, alpha=args.alpha):
         print(line, flush=True)
+    return 0
+
+
+def _run_attention(args: argparse.Namespace) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no window
+    from .inspection import save_attention_maps, sentence_attention
+    from .training import load_model
+    from .utils import get_device
+
+    device = get_device(None if args.device == "auto" else args.device)
+    model, tokenizer, _ = load_model(args.checkpoint, device)
+    attention = sentence_attention(model, tokenizer, args.text, args.target, device)
+    paths = save_attention_maps(attention, args.out, tuple(args.kinds))
+    print(f"{args.text}  ->  {attention.translation}")
+    print(f"wrote {len(paths)} figures to {args.out}: {', '.join(p.name for p in paths)}")
     return 0
 
 
@@ -209,6 +253,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .training import CheckpointError
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["grade"]:
+        # The grader has its own parser (python -m minitransformer.grading --help).
+        from .grading import main as grade
+
+        return grade(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -216,6 +265,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_train(args, argv[1:])
         if args.command == "translate":
             return _run_translate(args)
+        if args.command == "attention":
+            return _run_attention(args)
         return _run_average(args)
     except (CheckpointError, FileNotFoundError, FileExistsError, ValueError) as error:
         print(f"minitransformer {args.command}: error: {error}", file=sys.stderr)

@@ -118,6 +118,7 @@ def beam_search(model: Transformer, src: Tensor, bos_id: int, eos_id: int, beam_
         src_mask = make_padding_mask(src, pad_id)
     lengths = (src != pad_id).sum(dim=1)  # (B,)
     limits = torch.full_like(lengths, max_len) if max_len is not None else lengths + max_extra_len  # (B,)
+    limits = limits.clamp(max=model.config.max_len - 1)  # the positional table's last position
     longest = int(limits.max())
     _check_args(model, src, longest)
     batch, k, device = src.size(0), beam_size, src.device

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from .data import SharedTokenizer
-from .decoding import greedy_decode
+from .decoding import beam_search, greedy_decode
 from .model import Transformer
 
 #: Greedy decoding may write this many tokens more than the source has (paper, section 6.1).
@@ -71,8 +71,10 @@ def translate_sentences(
     device: torch.device | str | None = None,
     batch_size: int = 64,
     extra_length: int = EXTRA_LENGTH,
+    beam_size: int = 1,
+    alpha: float = 0.6,
 ) -> list[str]:
-    """Translate sentences with greedy decoding, in batches of similar length.
+    """Translate sentences with greedy decoding or beam search, in batches of similar length.
 
     Each output has at most its source's length + ``extra_length`` tokens (and never more than
     the model's positional table allows), whatever the batch. The model is put in eval mode
@@ -85,12 +87,16 @@ def translate_sentences(
         device: where to run; default the model's device.
         batch_size: sentences decoded together.
         extra_length: output tokens allowed beyond the source length.
+        beam_size: 1 for greedy decoding, more for beam search (paper: 4).
+        alpha: length penalty of beam search (paper: 0.6).
 
     Returns:
         The detokenized translations, in the order of ``sentences``.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
     if device is None:
         device = next(model.parameters()).device
     model.eval()
@@ -110,7 +116,11 @@ def translate_sentences(
         for row, i in enumerate(chunk):
             src[row, : len(encoded[i])] = torch.tensor(encoded[i])
         max_len = min(width + extra_length, longest - 1)
-        ys = greedy_decode(model, src.to(device), max_len, tokenizer.bos_id, tokenizer.eos_id)  # (B, 1 + L)
+        if beam_size == 1:
+            ys = greedy_decode(model, src.to(device), max_len, tokenizer.bos_id, tokenizer.eos_id)  # (B, 1 + L)
+        else:
+            ys = beam_search(model, src.to(device), tokenizer.bos_id, tokenizer.eos_id, beam_size=beam_size,
+                             alpha=alpha, max_extra_len=extra_length)  # (B, 1 + L)
         for row, ids in zip(chunk, ys.tolist()):
             # Each sentence's own limit, so the result does not depend on its batch-mates.
             out[row] = tokenizer.decode(ids[: 1 + min(len(encoded[row]) + extra_length, longest - 1)])

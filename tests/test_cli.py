@@ -44,7 +44,7 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
     return dict(action.choices)
 
 
-@pytest.mark.parametrize("command", ["train", "translate", "average"])
+@pytest.mark.parametrize("command", ["train", "translate", "attention", "average"])
 def test_help_of_every_subcommand_describes_every_option(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stop:
         main([command, "--help"])
@@ -127,3 +127,40 @@ def test_errors_are_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "error: checkpoint" in capsys.readouterr().err
     assert main(["train", "--dataset", "text", "--src-file", "a.txt"]) == 2
     assert "missing --tgt-file, --valid-src-file, --valid-tgt-file" in capsys.readouterr().err
+
+
+def test_translate_with_beam_search(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    last = str(run_dir / "checkpoint-00000030.pt")
+    sentences = ["Friday, January 14, 1944", "Monday, May 1, 2000"]
+    assert main(["translate", "--checkpoint", last, "--beam", "1", *sentences]) == 0
+    greedy = capsys.readouterr().out
+    assert main(["translate", "--checkpoint", last, *sentences]) == 0
+    assert capsys.readouterr().out == greedy  # --beam 1 is greedy decoding
+    assert main(["translate", "--checkpoint", last, "--beam", "4", *sentences]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    assert main(["translate", "--checkpoint", last, "--beam", "0", *sentences]) == 2
+    assert "beam_size must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_test_split_is_scored_greedy_and_with_beam_4(run_dir: Path) -> None:
+    events = {r["event"]: r for r in read_log(run_dir / "log.jsonl")}
+    assert "exact_match" in events["test"] and events["test_beam"]["beam"] == 4
+    assert 0.0 <= events["test_beam"]["exact_match"] <= 1.0
+
+
+def test_attention_command_writes_every_map(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "maps"
+    assert main(["attention", "--checkpoint", str(run_dir), "Monday, May 1, 2000", "--out", str(out)]) == 0
+    names = sorted(p.name for p in out.glob("*.png"))
+    assert names == ["cross_layer1.png", "decoder_self_layer1.png", "encoder_layer1.png"]  # TINY has 1 layer
+    assert "wrote 3 figures" in capsys.readouterr().out
+    assert main(["attention", "--checkpoint", str(run_dir), "Monday, May 1, 2000", "--target", "Montag, 1. Mai 2000",
+                 "--kinds", "cross", "--out", str(out / "given")]) == 0
+    assert [p.name for p in (out / "given").glob("*.png")] == ["cross_layer1.png"]
+
+
+def test_grade_subcommand_runs_the_grader(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["grade", "--help"])
+    assert stop.value.code == 0
+    assert "--json" in capsys.readouterr().out

@@ -85,6 +85,8 @@ class TrainOptions:
         save_every: also write a checkpoint every this many steps (None: at epoch ends only).
         keep: checkpoints kept in the folder (the oldest are deleted).
         show: translations printed at the end.
+        test_beam: beam size of a second test translation (paper: 4, length penalty 0.6);
+            1 scores greedy decoding only.
     """
 
     dataset: str = "dates"
@@ -129,6 +131,7 @@ class TrainOptions:
     save_every: int | None = None
     keep: int = 5
     show: int = 5
+    test_beam: int = 4
 
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
@@ -137,7 +140,7 @@ class TrainOptions:
             raise ValueError(f"preset must be one of {PRESETS}, got {self.preset!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
-        for name in ("accumulate", "log_every", "keep"):
+        for name in ("accumulate", "log_every", "keep", "test_beam"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("train_size", "vocab_size", "batch_tokens", "epochs", "max_steps", "warmup",

@@ -247,10 +247,18 @@ def _finish(trainer: Trainer, corpus: Corpus, metrics: dict[str, Any], log: RunL
     log.write(split, step=trainer.step, n=len(pairs), **{corpus.metric: score},
               examples=[[s, h, t] for (s, t), h in list(zip(pairs, hypotheses))[: o.show]])
     shown = f"{100 * score:.2f}% exact match" if corpus.metric == "exact_match" else f"BLEU {score:.2f}"
-    _say(info, f"{split}: {shown} on {len(pairs):,} pairs after {trainer.step:,} steps{note}")
+    _say(info, f"{split}, greedy: {shown} on {len(pairs):,} pairs after {trainer.step:,} steps{note}")
     for (src, ref), hyp in list(zip(pairs, hypotheses))[: o.show]:
         mark = "=" if hyp == ref else "x"
         _say(info, f"  {src}  ->  {hyp}  [{mark} {ref}]")
+    if o.test_beam > 1:
+        beamed = trainer.translate([s for s, _ in pairs], beam_size=o.test_beam)
+        beam_score = METRICS[corpus.metric](beamed, [t for _, t in pairs])
+        metrics[f"{split}_{corpus.metric}_beam{o.test_beam}"] = beam_score
+        log.write(f"{split}_beam", step=trainer.step, n=len(pairs), beam=o.test_beam, **{corpus.metric: beam_score})
+        shown = (f"{100 * beam_score:.2f}% exact match" if corpus.metric == "exact_match"
+                 else f"BLEU {beam_score:.2f}")
+        _say(info, f"{split}, beam {o.test_beam} (length penalty 0.6): {shown}")
 
 
 def save_loss_plot(log_path: str | Path, png_path: str | Path) -> Path:

@@ -1,0 +1,130 @@
+"""Looking inside a trained model: its attention maps for one sentence, as figures (lesson 07).
+
+:func:`sentence_attention` runs one teacher-forced pass and returns every attention weight
+with the token labels; :func:`save_attention_maps` writes one PNG per layer and kind
+(encoder self-attention, decoder self-attention, cross-attention), a panel per head.
+``python -m minitransformer attention`` calls it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import torch
+
+from .data import SharedTokenizer
+from .decoding import greedy_decode
+from .model import Transformer
+from .plotting import plot_attention_heads
+
+#: The three kinds of attention, as named by :meth:`Transformer.attention_maps`, with a title each.
+KINDS = {
+    "encoder": "encoder self-attention",
+    "decoder_self": "decoder self-attention (masked)",
+    "cross": "cross-attention (decoder queries, encoder keys)",
+}
+
+
+@dataclass
+class SentenceAttention:
+    """Attention weights of one sentence pair, with readable token labels.
+
+    Attributes:
+        maps: ``{"encoder": [...], "decoder_self": [...], "cross": [...]}``, one (H, Tq, Tk)
+            tensor per layer.
+        src_tokens: S labels of the source tokens (keys of the encoder and of cross-attention).
+        tgt_tokens: T labels of the decoder's input tokens, starting with the start token.
+        translation: the target text (given, or the model's greedy translation).
+    """
+
+    maps: dict[str, list[torch.Tensor]]
+    src_tokens: list[str]
+    tgt_tokens: list[str]
+    translation: str
+
+    def labels(self, kind: str) -> tuple[list[str], list[str]]:
+        """(query labels, key labels) of one kind of attention."""
+        if kind == "encoder":
+            return self.src_tokens, self.src_tokens
+        if kind == "decoder_self":
+            return self.tgt_tokens, self.tgt_tokens
+        if kind == "cross":
+            return self.tgt_tokens, self.src_tokens
+        raise ValueError(f"kind must be one of {sorted(KINDS)}, got {kind!r}")
+
+
+def _readable(tokenizer: SharedTokenizer, ids: list[int]) -> list[str]:
+    return [tokenizer.id_to_token(i).replace("\u2581", "_") for i in ids]
+
+
+@torch.no_grad()
+def sentence_attention(model: Transformer, tokenizer: SharedTokenizer, source: str, target: str | None = None,
+                       device: torch.device | str | None = None, max_extra_len: int = 50) -> SentenceAttention:
+    """Every attention weight of the model for one sentence.
+
+    Args:
+        model: a trained :class:`Transformer`.
+        tokenizer: its tokenizer.
+        source: the source sentence.
+        target: the target sentence fed to the decoder; by default the model's own greedy
+            translation, so the maps show what it attended to while translating.
+        device: where to run (default: the model's device).
+        max_extra_len: greedy translation length beyond the source length.
+
+    Returns:
+        A :class:`SentenceAttention` holding (H, Tq, Tk) maps per layer and the labels.
+    """
+    if device is None:
+        device = next(model.parameters()).device
+    model.eval()
+    src_ids = tokenizer.encode(source)  # ends with eos, as in training
+    src = torch.tensor([src_ids], device=device)  # (1, S)
+    if target is None:
+        out = greedy_decode(model, src, len(src_ids) + max_extra_len, tokenizer.bos_id, tokenizer.eos_id)
+        tgt_ids = [i for i in out[0].tolist() if i != tokenizer.pad_id]
+        if tgt_ids[-1] == tokenizer.eos_id:
+            tgt_ids = tgt_ids[:-1]  # the decoder's inputs: start token and the words, not the end token
+    else:
+        tgt_ids = [tokenizer.bos_id] + tokenizer.encode(target, add_eos=False)
+    tgt = torch.tensor([tgt_ids], device=device)  # (1, T)
+    maps = model.attention_maps(src, tgt)
+    return SentenceAttention(
+        maps={kind: [layer[0].float().cpu() for layer in layers] for kind, layers in maps.items()},  # (H, Tq, Tk)
+        src_tokens=_readable(tokenizer, src_ids),
+        tgt_tokens=_readable(tokenizer, tgt_ids),
+        translation=target if target is not None else tokenizer.decode(tgt_ids),
+    )
+
+
+def save_attention_maps(attention: SentenceAttention, out_dir: str | Path, kinds: tuple[str, ...] = tuple(KINDS),
+                        dpi: int = 110) -> list[Path]:
+    """Write one PNG per kind and layer, a panel per head, with token labels.
+
+    Args:
+        attention: from :func:`sentence_attention`.
+        out_dir: folder for the files ``<kind>_layer<N>.png`` (created if needed).
+        kinds: which kinds of attention to draw.
+        dpi: resolution.
+
+    Returns:
+        The paths written.
+    """
+    unknown = set(kinds) - set(KINDS)
+    if unknown:
+        raise ValueError(f"kinds must be among {sorted(KINDS)}, got {sorted(unknown)}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for kind in kinds:
+        queries, keys = attention.labels(kind)
+        for layer, weights in enumerate(attention.maps[kind], start=1):
+            fig = plot_attention_heads(weights, queries, keys,
+                                       titles=[f"head {h + 1}" for h in range(weights.size(0))],
+                                       suptitle=f"{KINDS[kind]}, layer {layer}")
+            path = out / f"{kind}_layer{layer}.png"
+            fig.savefig(path, dpi=dpi, bbox_inches="tight")
+            plt.close(fig)
+            written.append(path)
+    return written
