@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Callable
 
 import torch
@@ -90,9 +89,7 @@ def check_label_smoothing_target(fn: Callable[[Tensor, int, float, int], Tensor]
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    with warnings.catch_warnings():  # the training package imports tqdm.auto, which may warn in a kernel
-        warnings.simplefilter("ignore")
-        from ..training.loss import label_smoothed_nll
+    from ..training.loss import label_smoothed_nll
 
     g = _rng()
     cases = [
