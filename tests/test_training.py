@@ -194,3 +194,14 @@ def test_text_files_are_a_dataset(tmp_path: Path) -> None:
     assert corpus.test is None and corpus.metric == "bleu"
     with pytest.raises(ValueError, match="needs training and validation files; missing --valid-src-file"):
         TrainOptions(dataset="text", src_file="a", tgt_file="b", valid_tgt_file="c")
+
+
+def test_resuming_into_a_new_folder_after_a_better_epoch(tmp_path: Path) -> None:
+    # The checkpoint remembers a best epoch whose best.pt lives in the old folder: the new
+    # folder's run must finish (and test its own weights) instead of looking for it.
+    first = train(_options(tmp_path / "old", max_steps=3))
+    checkpoint = load_checkpoint(first.checkpoint)
+    checkpoint["metrics"].update({"best_val_exact_match": 2.0, "best_step": 1})
+    torch.save(checkpoint, first.checkpoint)
+    resumed = train(_options(tmp_path / "new", max_steps=5, resume=str(first.checkpoint)))
+    assert resumed.step == 5 and not (tmp_path / "new" / "best.pt").exists()

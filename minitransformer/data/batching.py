@@ -145,8 +145,8 @@ class TokenBatchSampler:
         if self.shuffle:
             rng.shuffle(order)
         if self.bucket:
-            # The budget is set by max(S, T), so sort by it first: on Multi30k this gives
-            # about 9% padding against 22% when sorting by target then source length.
+            # The budget is set by max(S, T), so sort by it first: on Multi30k at 25,000 tokens this
+            # gives about 9% padding against 22% when sorting by target then source length.
             # The sort is stable, so pairs of equal lengths stay in shuffled order.
             src, tgt = self.src_lengths, self.tgt_lengths
             order.sort(key=lambda i: (max(src[i], tgt[i]), tgt[i], src[i]))

@@ -29,7 +29,7 @@ RECIPES: dict[str, dict[str, Any]] = {
         vocab_size=1000, train_size=20_000, batch_tokens=2000, warmup=400, lr_factor=0.5,
         epochs=8, target=1.0,
     ),
-    # Multi30k is small: 29,000 pairs make ~115 steps of 4,096 tokens, so the paper's 4,000
+    # Multi30k is small: 29,000 pairs make ~120 steps of 4,096 tokens, so the paper's 4,000
     # warm-up steps (for 100,000 steps of 25,000 tokens) would last 35 epochs. Not yet tuned on a GPU.
     "multi30k": dict(
         preset="base", vocab_size=8000, batch_tokens=4096, warmup=1500, lr_factor=1.0, epochs=40,

@@ -237,9 +237,11 @@ def _finish(trainer: Trainer, corpus: Corpus, metrics: dict[str, Any], log: RunL
     key = "val_" + corpus.metric
     best_step = metrics.get("best_step")
     note = ""
-    if best_step is not None and best_step != trainer.step and metrics["best_" + key] > metrics.get(key, -1):
+    best_file = trainer.out / BEST
+    if (best_step is not None and best_step != trainer.step and metrics["best_" + key] > metrics.get(key, -1)
+            and best_file.is_file()):  # a run resumed into a new folder has no best.pt of its own
         # Validation went down since its best epoch: test (and translate with) the best weights.
-        trainer.model.load_state_dict(load_checkpoint(trainer.out / BEST, map_location=trainer.device)["model"])
+        trainer.model.load_state_dict(load_checkpoint(best_file, map_location=trainer.device)["model"])
         note = f" (the weights of step {best_step}, best on validation)"
     hypotheses = trainer.translate([s for s, _ in pairs])
     score = METRICS[corpus.metric](hypotheses, [t for _, t in pairs])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -150,8 +151,10 @@ class Trainer:
         total = [o.max_steps] if o.max_steps else []
         if o.epochs is not None:
             total.append(o.epochs * self.steps_per_epoch())
-        # Only the main process draws; TQDM_DISABLE=1 (read by tqdm) silences it too.
-        quiet = {} if self.info.is_main else {"disable": True}
+        # Only the main process draws. TQDM_DISABLE=1 is passed on explicitly: tqdm's notebook
+        # bar ignores the variable inside a Jupyter kernel.
+        silent = os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes")
+        quiet = {"disable": True} if silent or not self.info.is_main else {}
         from tqdm.auto import tqdm  # imported here: importing the package must stay free of side effects
 
         bar = tqdm(total=min(total) if total else None, initial=self.step, unit="step", dynamic_ncols=True,
