@@ -1,9 +1,12 @@
-"""Device choice and reproducibility: the two helpers every lesson starts with."""
+"""Device choice and reproducibility (the two helpers every lesson starts with), and safe file writing."""
 
 from __future__ import annotations
 
 import os
 import random
+import tempfile
+from pathlib import Path
+from typing import BinaryIO, Callable
 
 import numpy as np
 import torch
@@ -45,3 +48,36 @@ def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], None],
+                 check: Callable[[Path], None] | None = None) -> Path:
+    """Write a file so that it is either complete or absent, never half-written.
+
+    ``write`` fills a temporary file in the same folder; after it is flushed to disk,
+    ``check`` (if given) may inspect it and raise to refuse it; only then does ``os.replace``
+    rename it over ``path``, in one step. An error or Ctrl-C at any point leaves the old
+    file (if any) untouched and removes the temporary one.
+
+    Args:
+        path: the file to write; its folder is created if needed.
+        write: called with the open binary file.
+        check: called with the temporary file's path before it is renamed.
+
+    Returns:
+        ``path`` as a Path.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if check is not None:
+            check(Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return path

@@ -19,11 +19,12 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import BinaryIO
 
+from ..utils import atomic_write
 from .text import load_parallel_text, user_cache_dir
 
 BASE_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
@@ -89,23 +90,22 @@ def _check(path: Path) -> None:
 
 def _download(name: str, folder: Path) -> None:
     """Download one file into ``folder``: temp file, checksum, then atomic rename."""
-    folder.mkdir(parents=True, exist_ok=True)
     url = BASE_URL + name
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
+
+    def fetch(out: BinaryIO) -> None:
+        with urllib.request.urlopen(url, timeout=60) as response:
             while chunk := response.read(1 << 20):
                 out.write(chunk)
+
+    def verify(tmp: Path) -> None:
         actual = sha256_of(tmp)
         if actual != SHA256[name]:
             raise ChecksumError(
                 f"downloaded {url} but its SHA-256 checksum is wrong: expected "
                 f"{SHA256[name]}, got {actual}; the file was not kept"
             )
-        os.replace(tmp, folder / name)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+    atomic_write(folder / name, fetch, check=verify)
 
 
 def _missing_message(missing: list[str], folder: Path, reason: str) -> str:

@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import statistics
 import string
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +33,7 @@ from pathlib import Path
 import tokenizers
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from ..utils import atomic_write
 from .text import user_cache_dir
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
@@ -186,15 +185,7 @@ class SharedTokenizer:
 
     def save(self, path: str | Path) -> None:
         """Write the tokenizer to a JSON file (atomically: temp file, then rename)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(self.to_str())
-            os.replace(tmp, path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        atomic_write(path, lambda handle: handle.write(self.to_str().encode("utf-8")))
 
     @classmethod
     def load(cls, path: str | Path) -> SharedTokenizer:

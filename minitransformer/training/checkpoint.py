@@ -19,15 +19,13 @@ as "a single model obtained by averaging the last 5 checkpoints"; see
 
 from __future__ import annotations
 
-import os
 import pickle
 import random
 import re
 import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
@@ -36,6 +34,7 @@ from torch import nn
 from ..config import TransformerConfig
 from ..data import SharedTokenizer
 from ..model import Transformer
+from ..utils import atomic_write
 
 FORMAT = "minitransformer-checkpoint"
 BEST = "best.pt"  # copy of the checkpoint with the best validation figure
@@ -119,33 +118,16 @@ def atomic_torch_save(obj: Any, path: str | Path) -> Path:
     A crash or a second Ctrl-C while writing leaves the previous file (or none), never a
     half-written one.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            torch.save(obj, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return path
+    return atomic_write(path, lambda handle: torch.save(obj, handle))
 
 
 def atomic_copy(source: str | Path, target: str | Path) -> Path:
     """Copy a file through a temporary file and ``os.replace``, like :func:`atomic_torch_save`."""
-    target = Path(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle, open(source, "rb") as original:
+    def copy(handle: BinaryIO) -> None:
+        with open(source, "rb") as original:
             shutil.copyfileobj(original, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return target
+
+    return atomic_write(target, copy)
 
 
 def make_checkpoint(
