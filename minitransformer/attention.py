@@ -38,7 +38,13 @@ def scaled_dot_product_attention(
 
     Returns:
         ``(output, weights)``: output (..., Tq, Dv); weights (..., Tq, Tk), each row sums
-        to 1 and masked keys get exactly 0.
+        to 1 and masked keys get exactly 0. A query whose keys are all masked gets a row
+        of zero weights and a zero output (not NaN).
+
+    Non-finite inputs are not checked: a check would cost a pass over the tensors and,
+    on a GPU, a synchronisation at every call. NaN or inf in ``query``, ``key`` or
+    ``value`` spreads to the output, as in PyTorch, even from a masked key (its weight
+    is 0, and 0 * NaN is NaN).
     """
     if query.size(-1) != key.size(-1):
         raise ValueError(
@@ -77,8 +83,13 @@ class MultiHeadAttention(nn.Module):
         dropout: dropout on the attention weights.
 
     Shape:
-        query (B, Tq, D), key and value (B, Tk, D), mask broadcastable to (B, H, Tq, Tk).
+        query (B, Tq, D), key and value (B, Tk, D); mask (B, 1, 1, Tk), (B, 1, Tq, Tk),
+        (B, H, Tq, Tk), (1, 1, Tq, Tk) or (Tq, Tk), checked by
+        :func:`~minitransformer.masks.check_mask` (a 3-D mask is refused).
         Returns output (B, Tq, D) and weights (B, H, Tq, Tk) or None.
+
+    NaN or inf in the inputs is not checked and spreads to the output (see
+    :func:`scaled_dot_product_attention`).
 
     With a :class:`~minitransformer.cache.KVCache`, the keys and values of earlier steps
     are reused: a static (cross-attention) cache projects ``key``/``value`` once; a
@@ -125,6 +136,8 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(f"{name} must have shape (B, T, {self.d_model}), got {tuple(t.shape)}")
         if key.shape[:2] != value.shape[:2]:
             raise ValueError(f"key and value must have the same (B, Tk), got {tuple(key.shape)} and {tuple(value.shape)}")
+        if query.size(0) != key.size(0):
+            raise ValueError(f"query and key must have the same batch size B, got {tuple(query.shape)} and {tuple(key.shape)}")
         q = self.split_heads(self.w_q(query))  # (B, H, Tq, Dk)
         if cache is not None and cache.static and cache.key is not None and cache.value is not None:
             k, v = cache.key, cache.value  # (B, H, Tk, Dk), projected at the first step

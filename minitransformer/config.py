@@ -7,6 +7,7 @@ and PyTorch's ``nn.Transformer`` so that a config reads like the paper's table.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -47,10 +48,22 @@ class TransformerConfig:
 
     def __post_init__(self) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff",
-                     "n_encoder_layers", "n_decoder_layers", "max_len"):
+                     "n_encoder_layers", "n_decoder_layers", "max_len", "pad_id"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"TransformerConfig.{name} must be an int, got {type(value).__name__} {value!r}")
+            if value < 1 and name != "pad_id":
                 raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
+        for name in ("norm_first", "tie_embeddings"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise TypeError(
+                    f"TransformerConfig.{name} must be a bool (True or False), got {type(value).__name__} {value!r}"
+                )
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)):
+            raise TypeError(
+                f"TransformerConfig.dropout must be a float, got {type(self.dropout).__name__} {self.dropout!r}"
+            )
         if self.d_model % self.n_heads != 0:
             raise ValueError(
                 f"d_model must be divisible by n_heads so that every head gets d_k = d_model / n_heads "
@@ -80,11 +93,28 @@ class TransformerConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "TransformerConfig":
-        """Inverse of :meth:`to_dict`; unknown keys are an error."""
-        unknown = set(values) - set(cls.__dataclass_fields__)
+    def from_dict(cls, values: Mapping[str, Any]) -> "TransformerConfig":
+        """Inverse of :meth:`to_dict`.
+
+        Args:
+            values: a mapping of field names to values, as written by :meth:`to_dict`.
+
+        Raises:
+            TypeError: ``values`` is not a mapping, or a value has the wrong type.
+            ValueError: an unknown field, a missing required field, or a bad value.
+        """
+        if not isinstance(values, Mapping):
+            raise TypeError(
+                "TransformerConfig.from_dict expects a mapping of field names to values (as written by to_dict), "
+                f"got {type(values).__name__} {values!r:.60}"
+            )
+        fields = cls.__dataclass_fields__
+        unknown = [str(key) for key in values if key not in fields]
         if unknown:
-            raise ValueError(f"unknown TransformerConfig fields {sorted(unknown)}")
+            raise ValueError(f"unknown TransformerConfig fields {sorted(unknown)}; known fields: {sorted(fields)}")
+        missing = [name for name in ("src_vocab_size", "tgt_vocab_size") if name not in values]
+        if missing:
+            raise ValueError(f"TransformerConfig.from_dict is missing required fields {missing}")
         return cls(**values)
 
     def replace(self, **changes: Any) -> "TransformerConfig":

@@ -4,44 +4,97 @@ The decoder is autoregressive: it predicts token t+1 from the source and tokens 
 so at inference the output is built one token at a time. Both searches feed only the
 newest token to the decoder and keep the rest in a key/value cache
 (:mod:`minitransformer.cache`); ``use_cache=False`` recomputes everything, for checking.
+Both paths mask the generated prefix with the causal mask alone (a generated token is
+never padding), so they give the same tokens whatever ``banned_ids`` allows.
+
+Every argument is checked before the first step: token ids inside the target
+vocabulary, a start token other than the pad id, lengths within the positional table.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
 from .cache import DecoderCache
-from .masks import make_padding_mask
+from .masks import make_causal_mask, make_padding_mask
 from .model import Transformer
 
 
 def _next_logits(model: Transformer, ys: Tensor, memory: Tensor, src_mask: Tensor,
-                 cache: DecoderCache | None, bos_id: int) -> Tensor:
-    """Logits (B, V) for the token after ``ys`` (B, t); padding and the start token are never chosen."""
+                 cache: DecoderCache | None, banned: Tensor) -> Tensor:
+    """Logits (B, V) for the token after ``ys`` (B, t), with the ``banned`` ids set to -inf."""
     if cache is None:
-        hidden = model.decode(ys, memory, src_mask)  # (B, t, D)
+        causal = make_causal_mask(ys.size(1), device=ys.device)  # (1, 1, t, t), no padding mask: see above
+        hidden = model.decode(ys, memory, src_mask, tgt_mask=causal)  # (B, t, D)
     else:
         hidden = model.decode(ys[:, cache.length:], memory, src_mask, cache=cache)  # (B, 1, D)
     logits = model.generator(hidden[:, -1]).float()  # (B, V)
-    # A generated pad would be masked as padding on the next step (without a cache) and
-    # a generated start token means nothing: neither is a real output.
-    logits[:, [model.config.pad_id, bos_id]] = float("-inf")
+    if banned.numel():
+        logits[:, banned] = float("-inf")
     return logits
 
 
-def _check_args(model: Transformer, src: Tensor, max_len: int) -> None:
+def _check_int(value: object, name: str, low: int, high: int | None = None, why: str = "") -> int:
+    """``value`` as an int in [low, high) (no upper bound when ``high`` is None), or a clear error."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < low or (high is not None and value >= high):
+        bounds = f"in [{low}, {high})" if high is not None else f"at least {low}"
+        raise ValueError(f"{name} must be {bounds}{why}, got {value}")
+    return value
+
+
+def _check_max_len(model: Transformer, max_len: int) -> None:
+    """The decoder reads up to ``max_len`` positions: refuse before the first step what the table cannot hold."""
+    _check_int(max_len, "max_len", 1)
+    table = model.config.max_len
+    if max_len > table:
+        raise ValueError(
+            f"max_len={max_len} is longer than the model's positional table (config.max_len={table}): "
+            f"generating {max_len} tokens feeds the decoder {max_len} positions; pass max_len <= {table}"
+        )
+
+
+def _prepare(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None,
+             banned_ids: Sequence[int] | None) -> Tensor:
+    """Check what both searches share; return the banned ids as a tensor on ``src``'s device."""
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a minitransformer Transformer, got {type(model).__name__}")
-    if src.dim() != 2:
-        raise ValueError(f"src must be token ids of shape (B, S), got shape {tuple(src.shape)}")
-    if max_len < 1:
-        raise ValueError(f"max_len must be at least 1, got {max_len}")
+    if not isinstance(src, Tensor) or src.dim() != 2:
+        shape = tuple(src.shape) if isinstance(src, Tensor) else type(src).__name__
+        raise ValueError(f"src must be token ids of shape (B, S), got shape {shape}")
+    vocab, pad_id = model.config.tgt_vocab_size, model.config.pad_id
+    in_vocab = f" (a token id of the target vocabulary, tgt_vocab_size={vocab})"
+    _check_int(bos_id, "bos_id", 0, vocab, in_vocab)
+    if eos_id is not None:
+        _check_int(eos_id, "eos_id", 0, vocab, in_vocab)
+    if bos_id == pad_id:
+        raise ValueError(
+            f"bos_id={bos_id} is the model's pad id: the start token would be hidden as padding when the "
+            "model reads the whole prefix, so decoding with and without the cache would differ. "
+            "Give the start token its own id"
+        )
+    if banned_ids is None:
+        banned = [pad_id, bos_id]
+    else:
+        if isinstance(banned_ids, (str, bytes)) or not isinstance(banned_ids, Sequence):
+            raise TypeError(f"banned_ids must be a sequence of token ids or None, got {type(banned_ids).__name__}")
+        banned = [_check_int(i, "each of banned_ids", 0, vocab, in_vocab) for i in banned_ids]
+        if eos_id is not None and eos_id in banned:
+            raise ValueError(f"eos_id={eos_id} is in banned_ids {list(banned_ids)}: no sentence could ever end")
+        if len(set(banned)) >= vocab:
+            raise ValueError(f"banned_ids bans all {vocab} token ids: nothing is left to generate")
+    return torch.tensor(sorted(set(banned)), dtype=torch.long, device=src.device)
 
 
 @torch.no_grad()
-def greedy_decode(model: Transformer, src: Tensor, max_len: int, bos_id: int, eos_id: int,
-                  src_mask: Tensor | None = None, use_cache: bool = True) -> Tensor:
+def greedy_decode(model: Transformer, src: Tensor, max_len: int, bos_id: int, eos_id: int | None,
+                  src_mask: Tensor | None = None, use_cache: bool = True,
+                  banned_ids: Sequence[int] | None = None) -> Tensor:
     """Pick the most likely next token at each step, for a whole batch at once.
 
     Each sentence stops at its own end token; positions after it are filled with the
@@ -51,16 +104,23 @@ def greedy_decode(model: Transformer, src: Tensor, max_len: int, bos_id: int, eo
     Args:
         model: a :class:`Transformer` (put it in eval mode first to switch dropout off).
         src: source ids, (B, S).
-        max_len: most tokens to generate after the start token.
-        bos_id: start token, fed as the first decoder input.
-        eos_id: end token.
-        src_mask: defaults to the padding mask of ``src``.
+        max_len: most tokens to generate after the start token, at most ``config.max_len``.
+        bos_id: start token, fed as the first decoder input; must differ from the pad id.
+        eos_id: end token, or None for a task without one: then exactly ``max_len``
+            tokens are generated for every sentence.
+        src_mask: padding mask (B, 1, 1, S); defaults to the padding mask of ``src``.
         use_cache: reuse keys and values of earlier steps (same result, faster).
+        banned_ids: token ids never generated. The default (None) bans the pad id and
+            ``bos_id``, right for a tokenizer whose start token is not a real output. Where
+            the start symbol is also a real symbol (a copy task), pass ``[pad_id]``;
+            ``[]`` bans nothing.
 
     Returns:
-        Token ids (B, 1 + L), L <= max_len, beginning with ``bos_id``.
+        Token ids (B, 1 + L), L <= max_len (L == max_len when ``eos_id`` is None),
+        beginning with ``bos_id``.
     """
-    _check_args(model, src, max_len)
+    banned = _prepare(model, src, bos_id, eos_id, banned_ids)
+    _check_max_len(model, max_len)
     pad_id = model.config.pad_id
     if src_mask is None:
         src_mask = make_padding_mask(src, pad_id)
@@ -69,7 +129,10 @@ def greedy_decode(model: Transformer, src: Tensor, max_len: int, bos_id: int, eo
     ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)  # (B,)
     for _ in range(max_len):
-        next_token = _next_logits(model, ys, memory, src_mask, cache, bos_id).argmax(dim=-1)  # (B,)
+        next_token = _next_logits(model, ys, memory, src_mask, cache, banned).argmax(dim=-1)  # (B,)
+        if eos_id is None:
+            ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t + 1)
+            continue
         next_token = next_token.masked_fill(finished, pad_id)
         ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t + 1)
         finished |= next_token == eos_id
@@ -84,9 +147,10 @@ def length_penalty(length: Tensor | int, alpha: float) -> Tensor:
 
 
 @torch.no_grad()
-def beam_search(model: Transformer, src: Tensor, bos_id: int, eos_id: int, beam_size: int = 4,
+def beam_search(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None, beam_size: int = 4,
                 alpha: float = 0.6, max_extra_len: int = 50, max_len: int | None = None,
-                src_mask: Tensor | None = None, use_cache: bool = True) -> Tensor:
+                src_mask: Tensor | None = None, use_cache: bool = True,
+                banned_ids: Sequence[int] | None = None) -> Tensor:
     """Beam search with length penalty, batched over sentences and beams (paper, section 6.1).
 
     Each sentence keeps ``beam_size`` live hypotheses. A candidate that ends with the end
@@ -99,28 +163,38 @@ def beam_search(model: Transformer, src: Tensor, bos_id: int, eos_id: int, beam_
     Args:
         model: a :class:`Transformer` in eval mode.
         src: source ids (B, S); padding must use the model's pad id.
-        bos_id, eos_id: start and end tokens.
+        bos_id: start token; must differ from the pad id.
+        eos_id: end token, or None: then every hypothesis runs to the maximum length.
         beam_size: hypotheses kept per sentence (paper: 4).
-        alpha: length penalty exponent (paper: 0.6).
-        max_extra_len: maximum output length beyond the source length (paper: 50).
-        max_len: a fixed maximum output length instead.
-        src_mask: defaults to the padding mask of ``src``.
+        alpha: length penalty exponent, finite and >= 0 (paper: 0.6).
+        max_extra_len: maximum output length beyond the source length (paper: 50); this
+            default limit is cut to the positional table, ``config.max_len``.
+        max_len: a fixed maximum output length instead, at most ``config.max_len``.
+        src_mask: padding mask (B, 1, 1, S); defaults to the padding mask of ``src``.
         use_cache: reuse keys and values of earlier steps.
+        banned_ids: token ids never generated; default (None) the pad id and ``bos_id``
+            (see :func:`greedy_decode`).
 
     Returns:
         Token ids (B, 1 + L) beginning with ``bos_id``, each row ending with its end token
         (unless cut at its maximum length) and padded after it.
     """
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+    banned = _prepare(model, src, bos_id, eos_id, banned_ids)
+    _check_int(beam_size, "beam_size", 1)
+    _check_int(max_extra_len, "max_extra_len", 0)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise TypeError(f"alpha must be a float, got {type(alpha).__name__} {alpha!r}")
+    if not math.isfinite(alpha) or alpha < 0:
+        raise ValueError(f"alpha, the length penalty exponent, must be a finite number >= 0 (paper: 0.6), got {alpha}")
+    if max_len is not None:
+        _check_max_len(model, max_len)
     pad_id = model.config.pad_id
     if src_mask is None:
         src_mask = make_padding_mask(src, pad_id)
     lengths = (src != pad_id).sum(dim=1)  # (B,)
     limits = torch.full_like(lengths, max_len) if max_len is not None else lengths + max_extra_len  # (B,)
-    limits = limits.clamp(max=model.config.max_len - 1)  # the positional table's last position
+    limits = limits.clamp(min=1, max=model.config.max_len)  # the decoder reads at most the positional table
     longest = int(limits.max())
-    _check_args(model, src, longest)
     batch, k, device = src.size(0), beam_size, src.device
 
     memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)  # (B*K, S, D)
@@ -138,14 +212,14 @@ def beam_search(model: Transformer, src: Tensor, bos_id: int, eos_id: int, beam_
     rows = torch.arange(batch, device=device)
 
     for step in range(longest):
-        log_probs = torch.log_softmax(_next_logits(model, ys, memory, src_mask, cache, bos_id), dim=-1)  # (B*K, V)
+        log_probs = torch.log_softmax(_next_logits(model, ys, memory, src_mask, cache, banned), dim=-1)  # (B*K, V)
         vocab = log_probs.size(-1)
         candidates = (scores[:, :, None] + log_probs.view(batch, k, vocab)).view(batch, k * vocab)  # (B, K*V)
         # 2K candidates hold at least K that do not end, since each beam adds one end token at most.
         top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)  # (B, 2K)
         beam_of = top_index // vocab  # (B, 2K)
         token_of = top_index % vocab  # (B, 2K)
-        is_end = token_of == eos_id  # (B, 2K)
+        is_end = token_of == (eos_id if eos_id is not None else -1)  # (B, 2K); ids are >= 0, so -1 never ends
         rank = torch.arange(top_index.size(1), device=device)[None]  # (1, 2K)
         at_limit = (step + 1 >= limits)[:, None]  # (B, 1)
 

@@ -12,7 +12,7 @@ from .cache import DecoderCache
 from .config import TransformerConfig
 from .embeddings import PositionalEncoding, TokenEmbedding
 from .layers import DecoderLayer, EncoderLayer, LayerNorm
-from .masks import make_padding_mask, make_target_mask
+from .masks import check_mask, make_padding_mask, make_target_mask
 
 
 class Encoder(nn.Module):
@@ -131,43 +131,104 @@ class Transformer(nn.Module):
         """Number of parameters, a shared (tied) matrix counted once."""
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
 
-    def _check_tokens(self, tokens: Tensor, name: str) -> None:
+    def _check_tokens(self, tokens: Tensor, name: str, vocab_size: int) -> None:
+        """Token ids must be a non-empty (B, L) integer tensor with every id in [0, vocab_size)."""
+        letter = name[0].upper()
+        if not isinstance(tokens, Tensor):
+            raise TypeError(f"{name} must be a tensor of token ids of shape (B, {letter}), got {type(tokens).__name__}")
         if tokens.dim() != 2:
-            raise ValueError(f"{name} must be token ids of shape (B, {name[0].upper()}), got shape {tuple(tokens.shape)}")
+            raise ValueError(f"{name} must be token ids of shape (B, {letter}), got shape {tuple(tokens.shape)}")
         if tokens.dtype not in (torch.int64, torch.int32):
             raise TypeError(f"{name} must be an integer tensor of token ids, got dtype {tokens.dtype}")
+        if tokens.size(1) == 0:
+            raise ValueError(
+                f"{name} is empty, shape {tuple(tokens.shape)}: every sentence needs at least one token "
+                f"({letter} >= 1; a decoder input starts with the start token)"
+            )
+        # One reduction and one synchronisation; under torch.compile the check is left out
+        # (a data-dependent branch would split the graph).
+        if tokens.numel() and not torch.compiler.is_compiling():
+            low, high = torch.stack(torch.aminmax(tokens)).tolist()
+            if low < 0 or high >= vocab_size:
+                bad = low if low < 0 else high
+                kind = "src_vocab_size" if name == "src" else "tgt_vocab_size"
+                raise ValueError(
+                    f"{name} holds token id {bad}, but {kind} is {vocab_size}: token ids must be in [0, {vocab_size})"
+                )
+
+    def _check_memory(self, memory: Tensor, batch: int) -> None:
+        if not isinstance(memory, Tensor) or memory.dim() != 3 or memory.size(-1) != self.config.d_model:
+            shape = tuple(memory.shape) if isinstance(memory, Tensor) else type(memory).__name__
+            raise ValueError(f"memory must be the encoder's output of shape (B, S, {self.config.d_model}), got {shape}")
+        if memory.size(0) != batch:
+            raise ValueError(f"memory is for {memory.size(0)} sentences but tgt has B = {batch}")
 
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
-        """Run the encoder: (B, S) ids -> memory (B, S, D). ``src_mask`` defaults to the padding mask."""
-        self._check_tokens(src, "src")
+        """Run the encoder: (B, S) ids -> memory (B, S, D).
+
+        Args:
+            src: source token ids (B, S), S >= 1, ids in [0, src_vocab_size).
+            src_mask: encoder self-attention mask, (B, 1, 1, S) or (B, 1, S, S);
+                defaults to the padding mask of ``src``.
+
+        Returns:
+            memory (B, S, D).
+        """
+        self._check_tokens(src, "src", self.config.src_vocab_size)
+        batch, length = src.shape
         if src_mask is None:
             src_mask = make_padding_mask(src, self.config.pad_id)
+        check_mask(src_mask, (batch, self.config.n_heads, length, length), name="src_mask")
         return self.encoder(self.positional(self.src_embed(src)), src_mask)  # (B, S, D)
 
     def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None = None,
-               tgt_mask: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:
+               tgt_mask: Tensor | None = None, cache: DecoderCache | None = None,
+               memory_mask: Tensor | None = None) -> Tensor:
         """Run the decoder: (B, T) ids and memory (B, S, D) -> hidden states (B, T, D).
 
-        ``tgt_mask`` defaults to padding & causal; apply ``generator`` for logits.
-        ``src_mask`` has no default here (the decoder never sees ``src``): pass the
-        padding mask that ``encode`` used, or padded source positions get attended to.
-        With ``cache`` (see :meth:`new_cache`), ``tgt`` holds only the positions not seen
-        yet; they attend to the cached ones and the cache grows by T.
+        Apply ``generator`` to the result for logits. With ``cache`` (see :meth:`new_cache`),
+        ``tgt`` holds only the positions not seen yet; they attend to the cached ones and
+        the cache grows by T.
+
+        Args:
+            tgt: target token ids (B, T), T >= 1, ids in [0, tgt_vocab_size).
+            memory: the encoder's output (B, S, D).
+            src_mask: the source padding mask (B, 1, 1, S) that ``encode`` used, applied in
+                cross-attention. It has no default (the decoder never sees ``src``): leave it
+                out and padded source positions get attended to.
+            tgt_mask: self-attention mask (B, 1, T, T); defaults to padding & causal, or with
+                a cache to causal over the cached and new positions.
+            cache: key/value cache for incremental decoding.
+            memory_mask: a cross-attention mask instead of ``src_mask``, e.g. one row per
+                target position (B, 1, T, S) or per head (B, H, T, S), as ``nn.Transformer``'s
+                ``memory_mask``; it must hide the source padding itself. Pass one of the two.
+
+        Returns:
+            Hidden states (B, T, D).
         """
-        self._check_tokens(tgt, "tgt")
+        self._check_tokens(tgt, "tgt", self.config.tgt_vocab_size)
+        self._check_memory(memory, tgt.size(0))
+        if memory_mask is not None and src_mask is not None:
+            raise ValueError("pass either src_mask (a padding mask) or memory_mask for cross-attention, not both: "
+                             "memory_mask replaces src_mask and must hide the source padding itself")
+        cross_name, cross_mask = ("memory_mask", memory_mask) if memory_mask is not None else ("src_mask", src_mask)
+        batch, length = tgt.shape
         offset = cache.length if cache is not None else 0
+        if cross_mask is not None:
+            check_mask(cross_mask, (batch, self.config.n_heads, length, memory.size(1)), name=cross_name)
         if tgt_mask is None:
             if cache is None:
                 tgt_mask = make_target_mask(tgt, self.config.pad_id)
-            elif tgt.size(1) > 1:
+            elif length > 1:
                 # New position i sits at offset + i and may see keys 0 .. offset + i.
-                length = tgt.size(1)
                 tgt_mask = torch.ones(length, offset + length, dtype=torch.bool, device=tgt.device)
                 tgt_mask = tgt_mask.tril(diagonal=offset)[None, None]  # (1, 1, T, offset + T)
+        if tgt_mask is not None:
+            check_mask(tgt_mask, (batch, self.config.n_heads, length, offset + length), name="tgt_mask")
         x = self.positional(self.tgt_embed(tgt), offset=offset)  # (B, T, D)
-        out = self.decoder(x, memory, src_mask, tgt_mask, cache=cache)  # (B, T, D)
+        out = self.decoder(x, memory, cross_mask, tgt_mask, cache=cache)  # (B, T, D)
         if cache is not None:
-            cache.length += tgt.size(1)
+            cache.length += length
         return out
 
     def new_cache(self) -> DecoderCache:
@@ -175,15 +236,41 @@ class Transformer(nn.Module):
         return DecoderCache(len(self.decoder.layers))
 
     def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None,
-                tgt_mask: Tensor | None = None) -> Tensor:
-        """Logits (B, T, V) for the next token at every target position (teacher forcing)."""
-        if src.dim() == 2 and tgt.dim() == 2 and src.size(0) != tgt.size(0):
+                tgt_mask: Tensor | None = None, memory_mask: Tensor | None = None) -> Tensor:
+        """Logits (B, T, V) for the next token at every target position (teacher forcing).
+
+        Args:
+            src: source token ids (B, S), S >= 1.
+            tgt: decoder input ids (B, T), T >= 1, starting with the start token.
+            src_mask: encoder self-attention mask, (B, 1, 1, S) or (B, 1, S, S); defaults
+                to the padding mask of ``src``.
+            tgt_mask: decoder self-attention mask (B, 1, T, T); defaults to padding & causal.
+            memory_mask: cross-attention mask, (B, 1, T, S) or (B, H, T, S), as in
+                ``nn.Transformer``. Defaults to ``src_mask`` when that is a padding mask
+                (one row for all queries, (B, 1, 1, S)); a per-query ``src_mask``
+                (B, 1, S, S) cannot serve the T target queries, so pass ``memory_mask`` then.
+
+        Returns:
+            Logits (B, T, V).
+
+        Token ids outside the vocabulary and empty sequences raise a ``ValueError``. NaN or
+        inf never comes from valid ids with finite weights, and is not checked for.
+        """
+        if isinstance(src, Tensor) and isinstance(tgt, Tensor) and src.dim() == tgt.dim() == 2 \
+                and src.size(0) != tgt.size(0):
             raise ValueError(f"src and tgt must have the same batch size, got {src.size(0)} and {tgt.size(0)}")
-        if src_mask is None:
-            self._check_tokens(src, "src")
+        if src_mask is None and isinstance(src, Tensor) and src.dim() == 2:
             src_mask = make_padding_mask(src, self.config.pad_id)
-        memory = self.encode(src, src_mask)
-        return self.generator(self.decode(tgt, memory, src_mask, tgt_mask))  # (B, T, V)
+        memory = self.encode(src, src_mask)  # checks src and src_mask
+        if memory_mask is None:
+            if isinstance(src_mask, Tensor) and src_mask.dim() >= 2 and src_mask.size(-2) != 1:
+                raise ValueError(
+                    f"src_mask has shape {tuple(src_mask.shape)}, one row per source position, so it cannot "
+                    f"mask the cross-attention of the {tgt.size(1)} target positions: pass memory_mask "
+                    "(B, 1, T, S) as well, or a padding mask (B, 1, 1, S) as src_mask"
+                )
+            return self.generator(self.decode(tgt, memory, src_mask, tgt_mask))  # (B, T, V)
+        return self.generator(self.decode(tgt, memory, None, tgt_mask, memory_mask=memory_mask))  # (B, T, V)
 
     @torch.no_grad()
     def attention_maps(self, src: Tensor, tgt: Tensor) -> dict[str, list[Tensor]]:
@@ -193,8 +280,8 @@ class Transformer(nn.Module):
             ``{"encoder": [...], "decoder_self": [...], "cross": [...]}``, one tensor per layer:
             (B, H, S, S), (B, H, T, T) and (B, H, T, S).
         """
-        self._check_tokens(src, "src")
-        self._check_tokens(tgt, "tgt")
+        self._check_tokens(src, "src", self.config.src_vocab_size)
+        self._check_tokens(tgt, "tgt", self.config.tgt_vocab_size)
         src_mask = make_padding_mask(src, self.config.pad_id)
         memory, enc_maps = self.encoder.forward_with_weights(self.positional(self.src_embed(src)), src_mask)
         tgt_mask = make_target_mask(tgt, self.config.pad_id)
