@@ -74,9 +74,9 @@ def _prepare(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None,
         _check_int(eos_id, "eos_id", 0, vocab, in_vocab)
     if bos_id == pad_id:
         raise ValueError(
-            f"bos_id={bos_id} is the model's pad id: the start token would be hidden as padding when the "
-            "model reads the whole prefix, so decoding with and without the cache would differ. "
-            "Give the start token its own id"
+            f"bos_id={bos_id} is also the model's pad id: the start token would be hidden as padding wherever "
+            "the target's padding mask is used (teacher forcing in training), so its first position would "
+            "attend to nothing. Give the start token its own id"
         )
     if banned_ids is None:
         banned = [pad_id, bos_id]

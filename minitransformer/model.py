@@ -141,10 +141,8 @@ class Transformer(nn.Module):
         if tokens.dtype not in (torch.int64, torch.int32):
             raise TypeError(f"{name} must be an integer tensor of token ids, got dtype {tokens.dtype}")
         if tokens.size(1) == 0:
-            raise ValueError(
-                f"{name} is empty, shape {tuple(tokens.shape)}: every sentence needs at least one token "
-                f"({letter} >= 1; a decoder input starts with the start token)"
-            )
+            need = "at least the start token" if name == "tgt" else "at least one token"
+            raise ValueError(f"{name} is empty, shape {tuple(tokens.shape)}: every sentence needs {need} ({letter} >= 1)")
         # One reduction and one synchronisation; under torch.compile the check is left out
         # (a data-dependent branch would split the graph).
         if tokens.numel() and not torch.compiler.is_compiling():

@@ -76,3 +76,35 @@ def test_attention_errors_name_the_shapes():
         MultiHeadAttention(10, 4)
     with pytest.raises(ValueError, match="same last dimension d_k"):
         scaled_dot_product_attention(torch.randn(1, 2, 4), torch.randn(1, 2, 3), torch.randn(1, 2, 3))
+
+
+def test_batch_equal_to_heads_with_a_3d_mask_is_refused_not_misapplied():
+    # The case of issue 12: B == n_heads == 8 and a (B, 1, S) mask from another tutorial.
+    mha = MultiHeadAttention(d_model=32, n_heads=8).eval()
+    x = torch.randn(8, 10, 32)
+    lengths = torch.arange(3, 11)  # (B,): sentence b has 3 + b real tokens
+    keep = torch.arange(10)[None, :] < lengths[:, None]  # (B, S)
+    for need_weights in (False, True):
+        with pytest.raises(ValueError, match=r"mask has shape \(8, 1, 10\).*use mask\[:, None\]"):
+            mha(x, x, x, mask=keep[:, None, :], need_weights=need_weights)
+    out, weights = mha(x, x, x, mask=keep[:, None, None, :], need_weights=True)
+    for b in range(8):  # each sentence's own padding, in every head
+        assert torch.all(weights[b, :, :, lengths[b]:] == 0)
+
+
+def test_query_and_key_batches_must_agree():
+    mha = MultiHeadAttention(d_model=16, n_heads=2)
+    with pytest.raises(ValueError, match=r"same batch size B, got \(2, 5, 16\) and \(3, 5, 16\)"):
+        mha(torch.randn(2, 5, 16), torch.randn(3, 5, 16), torch.randn(3, 5, 16))
+
+
+def test_non_finite_inputs_are_not_checked_and_spread_as_documented():
+    # Documented: no check (it would cost a synchronisation per call); NaN reaches the output,
+    # even from a masked key, because its weight 0 times NaN is NaN.
+    q = torch.randn(1, 1, 2, 4)
+    v = torch.randn(1, 1, 3, 4)
+    v[0, 0, 2] = float("nan")
+    mask = torch.tensor([True, True, False])[None, :].expand(2, 3)  # (Tq, Tk): key 2 hidden
+    out, weights = scaled_dot_product_attention(q, torch.randn(1, 1, 3, 4), v, mask)
+    assert torch.all(weights[..., 2] == 0)
+    assert torch.isnan(out).all()

@@ -134,3 +134,82 @@ def test_padding_and_start_tokens_are_never_generated():
         assert not torch.any(out[:, 1:] == PAD) and not torch.any(out[:, 1:] == BOS)
         beam = beam_search(model, src, BOS, EOS, beam_size=3, max_len=6, use_cache=use_cache)
         assert not torch.any(beam[:, 1:] == BOS)
+
+
+def _biased_model(max_len: int = 512) -> Transformer:
+    """A random model that prefers pad most, then the start token, then symbol 3, at every step."""
+    set_seed(7)
+    model = Transformer(TransformerConfig.tiny(VOCAB, dropout=0.0, max_len=max_len)).eval()
+    with torch.no_grad():
+        model.generator.weight[PAD] = model.generator.weight[3] * 50
+        model.generator.weight[BOS] = model.generator.weight[3] * 40
+    return model
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_banned_ids_are_explicit_and_both_cache_paths_agree(use_cache):
+    model = _biased_model()
+    src = _copy_batch(4, 5)[0]
+    cases = {None: {PAD, BOS}, (PAD,): {PAD}, (): set()}  # banned_ids -> ids that must not appear
+    for banned, never in cases.items():
+        banned_ids = None if banned is None else list(banned)
+        greedy = greedy_decode(model, src, 6, BOS, EOS, use_cache=use_cache, banned_ids=banned_ids)
+        beam = beam_search(model, src, BOS, EOS, beam_size=3, max_len=6, use_cache=use_cache, banned_ids=banned_ids)
+        for out in (greedy, beam):
+            generated = set(out[:, 1:].flatten().tolist())
+            assert not generated & never, (banned, generated)
+        if banned == (PAD,):
+            assert BOS in set(greedy[:, 1:].flatten().tolist())  # the start symbol is an output now
+        if banned == ():
+            assert PAD in set(greedy[:, 1:].flatten().tolist())
+        # A generated pad is a token, not padding: with and without the cache it is read alike.
+        assert torch.equal(greedy, greedy_decode(model, src, 6, BOS, EOS, use_cache=not use_cache,
+                                                 banned_ids=banned_ids))
+        assert torch.equal(beam, beam_search(model, src, BOS, EOS, beam_size=3, max_len=6,
+                                             use_cache=not use_cache, banned_ids=banned_ids))
+
+
+def test_without_end_token_exactly_max_len_tokens_come_out(half_trained):
+    set_seed(8)
+    src = _copy_batch(6, 4)[0]
+    greedy = greedy_decode(half_trained, src, 9, BOS, eos_id=None)
+    assert greedy.shape == (6, 10) and torch.all(greedy[:, 0] == BOS)
+    beam = beam_search(half_trained, src, BOS, None, beam_size=3, max_len=9)
+    assert beam.shape == (6, 10)
+    assert torch.equal(beam_search(half_trained, src, BOS, None, beam_size=1, max_len=9), greedy)
+    assert not torch.any(greedy == PAD)  # nothing is padded: no sentence ever ends
+    # With an end token the same steps are taken up to each sentence's end.
+    with_end = greedy_decode(half_trained, src, 9, BOS, EOS)
+    ended = 0
+    for row, row_with_end in zip(greedy.tolist(), with_end.tolist()):
+        if EOS in row_with_end:
+            end = row_with_end.index(EOS)
+            assert row[:end + 1] == row_with_end[:end + 1]
+            ended += 1
+    assert ended > 0
+
+
+def test_start_token_equal_to_pad_is_refused():
+    model = _biased_model()
+    src = _copy_batch(2, 4)[0]
+    with pytest.raises(ValueError, match=r"bos_id=0 is also the model.s pad id"):
+        greedy_decode(model, src, 5, bos_id=PAD, eos_id=EOS)
+    with pytest.raises(ValueError, match=r"bos_id=0 is also the model.s pad id"):
+        beam_search(model, src, bos_id=PAD, eos_id=EOS)
+
+
+def test_max_len_is_checked_against_the_positional_table_before_decoding(monkeypatch):
+    model = _biased_model(max_len=16)
+    src = _copy_batch(2, 4)[0]
+    assert greedy_decode(model, src, 16, BOS, None).shape == (2, 17)  # the decoder reads 16 positions: fits
+    # The default beam limit (source length + 50) is cut to the table.
+    assert beam_search(model, src, BOS, None, beam_size=2).size(1) <= 17
+
+    def never(*args, **kwargs):
+        raise AssertionError("decoding started before the arguments were checked")
+
+    monkeypatch.setattr(model, "encode", never)
+    with pytest.raises(ValueError, match=r"max_len=17 is longer than the model's positional table \(config.max_len=16\)"):
+        greedy_decode(model, src, 17, BOS, EOS)
+    with pytest.raises(ValueError, match=r"max_len=40 is longer than .*config.max_len=16"):
+        beam_search(model, src, BOS, EOS, max_len=40)

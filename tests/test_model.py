@@ -78,3 +78,56 @@ def test_bad_input_is_explained():
         model(torch.randint(3, 30, (1, 513)), torch.randint(3, 30, (1, 4)))
     with pytest.raises(TypeError, match="config must be a TransformerConfig"):
         Transformer({"d_model": 4})  # type: ignore[arg-type]
+
+
+def test_memory_mask_defaults_to_the_source_padding_mask():
+    model = _model()
+    src = torch.tensor([[5, 6, 7, 0, 0], [8, 9, 10, 11, 0]])
+    tgt = torch.randint(3, 30, (2, 4))
+    per_query = make_padding_mask(src, 0).expand(2, 1, 4, 5)  # (B, 1, T, S): the same row for every query
+    assert_close(model(src, tgt, memory_mask=per_query), model(src, tgt), **TOL)
+    per_head = make_padding_mask(src, 0).expand(2, 4, 4, 5)  # (B, H, T, S)
+    assert_close(model(src, tgt, memory_mask=per_head), model(src, tgt), **TOL)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_per_query_memory_mask_hides_what_each_query_may_not_read(norm_first):
+    model = _model(norm_first=norm_first)
+    src, tgt = torch.randint(3, 30, (2, 5)), torch.randint(3, 30, (2, 4))
+    memory = model.encode(src)  # (B, S, D)
+    # Target position t may read source positions 0..t only: a (B, 1, T, S) mask, one row per query.
+    memory_mask = torch.ones(4, 5, dtype=torch.bool).tril()[None, None].expand(2, 1, 4, 5)
+    changed = memory.clone()
+    changed[:, 2:] = torch.randn(2, 3, 32)  # positions 0 and 1 kept
+    a = model.decode(tgt, memory, memory_mask=memory_mask)
+    b = model.decode(tgt, changed, memory_mask=memory_mask)
+    assert_close(a[:, :2], b[:, :2], **TOL)  # queries 0 and 1 never read positions >= 2
+    assert not torch.allclose(a[:, 2:], b[:, 2:])
+    # forward uses it for cross-attention and src_mask (default: padding) for the encoder.
+    logits = model(src, tgt, memory_mask=memory_mask)
+    assert_close(logits, model.generator(a), **TOL)
+
+
+def test_per_query_source_mask_needs_a_memory_mask():
+    model = _model()
+    src, tgt = torch.randint(3, 30, (2, 5)), torch.randint(3, 30, (2, 4))
+    src_mask = torch.ones(2, 1, 5, 5, dtype=torch.bool)  # (B, 1, S, S): one row per source position
+    with pytest.raises(ValueError, match=r"src_mask has shape \(2, 1, 5, 5\), one row per source position.*memory_mask"):
+        model(src, tgt, src_mask=src_mask)
+    memory_mask = torch.ones(2, 1, 4, 5, dtype=torch.bool)
+    assert_close(model(src, tgt, src_mask=src_mask, memory_mask=memory_mask), model(src, tgt), **TOL)
+    with pytest.raises(ValueError, match="either src_mask .* or memory_mask"):
+        model.decode(tgt, model.encode(src), src_mask=make_padding_mask(src, 0), memory_mask=memory_mask)
+
+
+def test_masks_of_the_model_are_named_in_errors():
+    model = _model()  # n_heads = 4
+    src, tgt = torch.randint(3, 30, (4, 6)), torch.randint(3, 30, (4, 3))
+    with pytest.raises(ValueError, match=r"src_mask has shape \(4, 1, 6\).*use mask\[:, None\]"):
+        model(src, tgt, src_mask=torch.ones(4, 1, 6, dtype=torch.bool))  # B == n_heads
+    with pytest.raises(ValueError, match=r"tgt_mask has shape \(4, 1, 3, 4\).*covers 4 keys but there are Tk = 3"):
+        model(src, tgt, tgt_mask=torch.ones(4, 1, 3, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"memory_mask has shape \(4, 1, 3, 5\).*covers 5 keys but there are Tk = 6"):
+        model(src, tgt, memory_mask=torch.ones(4, 1, 3, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"memory is for 4 sentences but tgt has B = 2"):
+        model.decode(tgt[:2], model.encode(src))
