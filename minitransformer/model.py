@@ -143,9 +143,11 @@ class Transformer(nn.Module):
         if tokens.size(1) == 0:
             need = "at least the start token" if name == "tgt" else "at least one token"
             raise ValueError(f"{name} is empty, shape {tuple(tokens.shape)}: every sentence needs {need} ({letter} >= 1)")
-        # One reduction and one synchronisation; under torch.compile the check is left out
-        # (a data-dependent branch would split the graph).
-        if tokens.numel() and not torch.compiler.is_compiling():
+        # The id check is one reduction, and on a GPU one synchronisation, per call. It is left
+        # out while training on an accelerator (two stalls per step; the batches come from the
+        # package's tokenizer) and under torch.compile (a data-dependent branch splits the graph).
+        on_cpu_or_eval = tokens.device.type == "cpu" or not self.training
+        if tokens.numel() and on_cpu_or_eval and not torch.compiler.is_compiling():
             low, high = torch.stack(torch.aminmax(tokens)).tolist()
             if low < 0 or high >= vocab_size:
                 bad = low if low < 0 else high
@@ -251,8 +253,10 @@ class Transformer(nn.Module):
         Returns:
             Logits (B, T, V).
 
-        Token ids outside the vocabulary and empty sequences raise a ``ValueError``. NaN or
-        inf never comes from valid ids with finite weights, and is not checked for.
+        Empty sequences raise a ``ValueError``, and so do token ids outside the vocabulary
+        (checked on the CPU and in eval mode; not while training on a GPU, where the check
+        would stall every step, nor under ``torch.compile``). NaN or inf never comes from
+        valid ids with finite weights, and is not checked for.
         """
         if isinstance(src, Tensor) and isinstance(tgt, Tensor) and src.dim() == tgt.dim() == 2 \
                 and src.size(0) != tgt.size(0):
