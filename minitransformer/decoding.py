@@ -130,14 +130,12 @@ def greedy_decode(model: Transformer, src: Tensor, max_len: int, bos_id: int, eo
     finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)  # (B,)
     for _ in range(max_len):
         next_token = _next_logits(model, ys, memory, src_mask, cache, banned).argmax(dim=-1)  # (B,)
-        if eos_id is None:
-            ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t + 1)
-            continue
-        next_token = next_token.masked_fill(finished, pad_id)
+        next_token = next_token.masked_fill(finished, pad_id)  # nothing finishes without an end token
         ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t + 1)
-        finished |= next_token == eos_id
-        if bool(finished.all()):
-            break
+        if eos_id is not None:
+            finished |= next_token == eos_id
+            if bool(finished.all()):
+                break
     return ys
 
 
