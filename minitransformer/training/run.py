@@ -292,7 +292,8 @@ def _what_was_saved(out: Path, step: int) -> str:
     if not found:
         return f"interrupted at step {step}: no checkpoint was written"
     saved = checkpoint_step(found[-1]) or 0
-    lost = "" if saved >= step else f"; the {step - saved} steps after it were not saved"
+    n = step - saved
+    lost = "" if n <= 0 else f"; the {n} step{'s' if n > 1 else ''} after it {'were' if n > 1 else 'was'} not saved"
     return f"interrupted at step {step}: the newest checkpoint is {found[-1]} (step {saved}){lost}; continue with --resume"
 
 
