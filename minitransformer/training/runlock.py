@@ -61,8 +61,9 @@ def _alive(owner: dict[str, Any]) -> bool:
 def _describe(owner: dict[str, Any]) -> str:
     if not owner:
         return "another process (which has not written its process id yet)"
-    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner.get("since", 0)))
-    return f"process {owner.get('pid')} on {owner.get('host')} (since {since})"
+    since = owner.get("since")
+    when = f" (since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))})" if isinstance(since, int) else ""
+    return f"process {owner.get('pid')} on {owner.get('host')}{when}"
 
 
 class RunLock:
