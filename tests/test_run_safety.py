@@ -22,17 +22,12 @@ from minitransformer.training.runlock import LOCK_NAME, RunFolderLocked, RunLock
 from minitransformer.training.trainer import Trainer
 from minitransformer.utils import OutputError
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-TINY = dict(dataset="dates", train_size=60, vocab_size=1000, d_model=16, n_heads=2, d_ff=32, layers=1,
-            dropout=0.1, batch_tokens=200, warmup=10, lr_factor=1.0, eval_sentences=8, log_every=1, show=0,
-            target=None, test_beam=1)
+from test_training import REPO_ROOT
+from test_training import TINY as TRAINING_TINY
+from test_training import _private_cache  # noqa: F401 (autouse: tokenizer caches in a temporary folder)
+
+TINY = {**TRAINING_TINY, "eval_sentences": 8, "test_beam": 1}
 TIMING = {"time", "tokens_per_s", "eval_seconds", "seconds"}
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
-    monkeypatch.setenv("TQDM_DISABLE", "1")
 
 
 def _options(out: Path, **changes: Any) -> TrainOptions:
