@@ -94,7 +94,8 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     files.add_argument("--resume", nargs="?", const="auto", help="continue from the newest checkpoint of --out, or "
                                                                  "of the given checkpoint file or run folder")
     files.add_argument("--overwrite", action="store_true", help="start afresh in an --out folder that holds "
-                                                                "checkpoints of an earlier run (deletes them)")
+                                                                "checkpoints of an earlier run (replaced once the "
+                                                                "new run has written its first checkpoint)")
     files.add_argument("--log-every", type=int, default=10, help="steps between records of log.jsonl (default: 10)")
     files.add_argument("--save-every", type=int, help="also write a checkpoint every N steps (default: at the end "
                                                       "of each epoch only)")

@@ -228,7 +228,8 @@ class SharedTokenizer:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except UnicodeDecodeError as error:
-            raise ValueError(f"tokenizer file {path} is not UTF-8 text ({error.reason} at byte {error.start})") from error
+            where = f"{error.reason} at byte {error.start}"
+            raise ValueError(f"tokenizer file {path} is not UTF-8 text ({where})") from error
         return cls.from_str(text, f"tokenizer file {path}")
 
     # --- using ----------------------------------------------------------------

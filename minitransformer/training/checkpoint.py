@@ -10,15 +10,16 @@ A checkpoint is one ``torch.save`` file holding only tensors and plain Python va
 * ``step`` (optimizer updates done), ``epoch`` and ``batches_done`` (position inside the epoch);
 * ``rng``: one entry per process of the random states of Python, NumPy and PyTorch;
 * ``options``: the training options as a dict; ``metrics``: the latest figures;
-* ``running``: the loss sums of the epoch in progress, so that a resumed run logs the same
-  averages as an uninterrupted one.
+* ``running``: one entry per process of the loss sums of the epoch in progress, so that a
+  resumed run logs the same averages as an uninterrupted one.
 
 Writing goes to a temporary file in the same folder, then ``os.replace`` renames it: the
 name only ever points at a complete file. Reading checks the file before anything is built
 from it: its tokenizer must parse and its config must agree with the shapes of its weights
-(a damaged config cannot make the reader allocate a model of its own invention). Paper, section 6.1: the base models were used
-as "a single model obtained by averaging the last 5 checkpoints"; see
-:func:`average_checkpoints`. Taught in lesson 07.
+(a damaged config cannot make the reader allocate a model of its own invention).
+
+Paper, section 6.1: the base models were used as "a single model obtained by averaging the
+last 5 checkpoints"; see :func:`average_checkpoints`. Taught in lesson 07.
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ def make_checkpoint(
     rng: list[dict[str, Any]] | None = None,
     options: dict[str, Any] | None = None,
     metrics: dict[str, Any] | None = None,
-    running: dict[str, float] | None = None,
+    running: list[dict[str, float]] | None = None,
 ) -> dict[str, Any]:
     """Gather everything a checkpoint holds into one dict of tensors and plain values.
 
@@ -160,7 +161,7 @@ def make_checkpoint(
         rng: random states, one per process; default this process's.
         options: training options (plain values only).
         metrics: latest figures (plain values only).
-        running: loss sums of the epoch in progress (see :class:`Trainer`).
+        running: loss sums of the epoch in progress, one dict per process (see :class:`Trainer`).
 
     Returns:
         The checkpoint dict.
@@ -179,7 +180,7 @@ def make_checkpoint(
         "rng": rng if rng is not None else [capture_rng_state()],
         "options": dict(options or {}),
         "metrics": dict(metrics or {}),
-        "running": dict(running or {}),
+        "running": list(running or []),
         "torch_version": str(torch.__version__),
     }
     if optimizer is not None:

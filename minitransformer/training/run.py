@@ -194,7 +194,8 @@ def _lock(lock: RunLock, info: DistInfo) -> None:
         raise RuntimeError(f"process 0 could not lock the run folder: {failed}")
 
 
-def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float, earlier: _EarlierRun) -> TrainResult:
+def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float,
+           earlier: _EarlierRun) -> TrainResult:
     out = Path(o.out or ".")
     if info.is_main:
         for note in (earlier.recover(), _remove_partial_files(out)):
@@ -294,7 +295,8 @@ def _what_was_saved(out: Path, step: int) -> str:
     saved = checkpoint_step(found[-1]) or 0
     n = step - saved
     lost = "" if n <= 0 else f"; the {n} step{'s' if n > 1 else ''} after it {'were' if n > 1 else 'was'} not saved"
-    return f"interrupted at step {step}: the newest checkpoint is {found[-1]} (step {saved}){lost}; continue with --resume"
+    return (f"interrupted at step {step}: the newest checkpoint is {found[-1]} (step {saved}){lost}; "
+            "continue with --resume")
 
 
 def _restore_best(out: Path, resumed: Path, checkpoint: dict[str, Any]) -> str | None:
@@ -328,7 +330,9 @@ def _restore(trainer: Trainer, checkpoint: dict[str, Any], info: DistInfo, seed:
     trainer.step, trainer.epoch = checkpoint["step"], checkpoint["epoch"]
     trainer.batches_done = checkpoint.get("batches_done", 0)
     trainer.metrics = dict(checkpoint.get("metrics", {}))
-    trainer.running = {**RUNNING_ZERO, **checkpoint.get("running", {})}
+    sums = checkpoint.get("running", [])
+    if len(sums) == info.world_size:  # else the epoch's average starts again (as does bit-for-bit equality)
+        trainer.running = {**RUNNING_ZERO, **sums[info.rank]}
     trainer.saved_step = trainer.step
     states = checkpoint.get("rng", [])
     if len(states) == info.world_size:

@@ -133,9 +133,13 @@ class RunLock:
             return
         try:
             self.path.unlink(missing_ok=True)  # before closing: no one can hold the old file's flock meanwhile
+        except OSError:
+            pass  # Windows removes no open file; done after closing below
         finally:
             os.close(self._fd)
             self._fd = None
+        if fcntl is None:
+            self.path.unlink(missing_ok=True)
 
     def _refusal(self, owner: dict[str, Any]) -> RunFolderLocked:
         return RunFolderLocked(

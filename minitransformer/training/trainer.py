@@ -328,6 +328,7 @@ class Trainer:
             best: also copy it to ``best.pt`` (the best validation figure so far).
         """
         states = all_gather_objects(capture_rng_state(), self.info)
+        running = all_gather_objects(self.running, self.info)
         path = None
         if self.info.is_main:
             # A second Ctrl-C waits until the files are complete (see StopRequest.shield).
@@ -335,7 +336,7 @@ class Trainer:
                 path = save_checkpoint(
                     checkpoint_path(self.out, self.step), self.model, self.tokenizer, optimizer=self.optimizer,
                     scheduler=self.scheduler, step=self.step, epoch=self.epoch, batches_done=self.batches_done,
-                    rng=states, options=self.options.to_dict(), metrics=self.metrics, running=self.running,
+                    rng=states, options=self.options.to_dict(), metrics=self.metrics, running=running,
                 )
                 if best:
                     atomic_copy(path, self.out / BEST)
