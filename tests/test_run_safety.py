@@ -112,7 +112,7 @@ def test_a_kill_during_the_best_copy_leaves_a_best_pt_after_the_resume(tmp_path:
 
 def test_kill_9_loses_only_the_work_since_the_last_checkpoint(tmp_path: Path) -> None:
     # A real SIGKILL in a child process, once the checkpoint of step 4 and its log record are
-    # written; the child sleeps in each later step so that the kill finds it training.
+    # written; the child sleeps 2 s in each later step so that the kill finds it training.
     out, reference = tmp_path / "killed", tmp_path / "whole"
     changes = dict(max_steps=8, save_every=2)
     script = (
@@ -123,7 +123,7 @@ def test_kill_9_loses_only_the_work_since_the_last_checkpoint(tmp_path: Path) ->
         "real = Trainer.train_step\n"
         "def slow(self, *a):\n"
         "    if self.step >= 4:\n"
-        "        time.sleep(0.5)\n"
+        "        time.sleep(2.0)\n"
         "    return real(self, *a)\n"
         "Trainer.train_step = slow\n"
         f"train(TrainOptions(**{_options(out, **changes).to_dict()!r}))\n"
