@@ -110,6 +110,19 @@ def test_a_kill_during_the_best_copy_leaves_a_best_pt_after_the_resume(tmp_path:
     assert not list(tmp_path.glob("*.part")) and not list(tmp_path.glob(".*.part"))
 
 
+def test_resuming_from_an_earlier_checkpoint_moves_the_later_ones_aside(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    train(_options(tmp_path, max_steps=6, save_every=2))
+    capsys.readouterr()
+    again = train(_options(tmp_path, max_steps=6, save_every=2, resume=str(tmp_path / "checkpoint-00000004.pt")))
+    aside = tmp_path / ".after-step-00000004"
+    assert f"file(s) of steps after 4, the step resumed from, to {aside}" in capsys.readouterr().out
+    _same_weights(aside / "checkpoint-00000006.pt", again.checkpoint)  # kept, and the same run again
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*.pt")) == [
+        "checkpoint-00000002.pt", "checkpoint-00000004.pt", "checkpoint-00000006.pt"]
+    assert load_checkpoint(tmp_path / "best.pt")["step"] == load_checkpoint(again.checkpoint)["metrics"]["best_step"]
+
+
 def test_kill_9_loses_only_the_work_since_the_last_checkpoint(tmp_path: Path) -> None:
     # A real SIGKILL in a child process, once the checkpoint of step 4 and its log record are
     # written; the child sleeps 2 s in each later step so that the kill finds it training.

@@ -24,7 +24,7 @@ from ..data import SharedTokenizer, padding_fraction, tokenization_report
 from ..evaluation import METRICS
 from ..model import Transformer
 from ..utils import set_seed
-from .checkpoint import (BEST, atomic_copy, check_compatible, checkpoint_step, checkpoint_tokenizer,
+from .checkpoint import (BEST, atomic_copy, check_compatible, checkpoint_path, checkpoint_step, checkpoint_tokenizer,
                          latest_checkpoint, list_checkpoints, load_checkpoint, restore_rng_state)
 from .corpus import Corpus, drop_long, encode_pairs, load_corpus
 from .distributed import (DistInfo, StopRequest, all_gather_objects, broadcast_object, cleanup_distributed,
@@ -229,8 +229,10 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
     earlier.replacing = info.is_main and o.overwrite and not o.resume and earlier.set_aside() > 0
     if checkpoint is not None and resumed is not None and info.is_main:
         here = resumed.parent.resolve() == out.resolve()
-        for note in trim_log(out / "log.jsonl", checkpoint["step"] if here else None):
-            _say(info, f"note: {note}")
+        notes = [_set_aside_later(out, checkpoint["step"])] if here else []
+        for note in [*notes, *trim_log(out / "log.jsonl", checkpoint["step"] if here else None)]:
+            if note:
+                _say(info, f"note: {note}")
         if note := _restore_best(out, resumed, checkpoint):
             _say(info, f"note: {note}")
     log = RunLog(out / "log.jsonl", enabled=info.is_main, fresh=checkpoint is None)
@@ -299,22 +301,45 @@ def _what_was_saved(out: Path, step: int) -> str:
             "continue with --resume")
 
 
+def _stored_step(path: Path) -> int | None:
+    """The step inside a checkpoint file, or None when it is missing or unreadable."""
+    try:
+        return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["step"])
+    except Exception:  # missing, damaged or foreign
+        return None
+
+
+def _set_aside_later(out: Path, step: int) -> str | None:
+    """Move checkpoints (and a ``best.pt``) of steps after ``step`` out of the way of a run resumed from ``step``.
+
+    They belong to a later point of the run that is not being continued: left in place, the
+    newest of them would be taken by the next ``--resume`` and the new checkpoints would be
+    the ones deleted first. They are kept, not deleted.
+    """
+    later = [p for p in list_checkpoints(out) if (checkpoint_step(p) or 0) > step]
+    if (best_step := _stored_step(out / BEST)) is not None and best_step > step:
+        later.append(out / BEST)
+    if not later:
+        return None
+    folder = out / f".after-step-{step:08d}"
+    folder.mkdir(exist_ok=True)
+    for path in later:
+        os.replace(path, folder / path.name)
+    return f"moved {len(later)} file(s) of steps after {step}, the step resumed from, to {folder}"
+
+
 def _restore_best(out: Path, resumed: Path, checkpoint: dict[str, Any]) -> str | None:
-    """Copy the resumed checkpoint to ``best.pt`` again if it is the best one and that copy is missing.
+    """Copy the best checkpoint to ``best.pt`` again if ``best.pt`` does not hold it.
 
     A run killed while copying its best checkpoint leaves no (or an older) ``best.pt``.
     """
     best_step = checkpoint.get("metrics", {}).get("best_step")
-    if best_step != checkpoint["step"]:
-        return None
+    source = resumed if best_step == checkpoint["step"] else checkpoint_path(out, best_step or 0)
     best = out / BEST
-    try:
-        if torch.load(best, map_location="cpu", weights_only=True, mmap=True)["step"] == best_step:
-            return None
-    except Exception:  # missing, damaged or foreign: write it again
-        pass
-    atomic_copy(resumed, best)
-    return f"{best} did not hold the best checkpoint (step {best_step}): copied it again from {resumed.name}"
+    if best_step is None or not source.is_file() or _stored_step(best) == best_step:
+        return None
+    atomic_copy(source, best)
+    return f"{best} did not hold the best checkpoint (step {best_step}): copied it again from {source.name}"
 
 
 def _restore(trainer: Trainer, checkpoint: dict[str, Any], info: DistInfo, seed: int) -> None:
