@@ -94,7 +94,8 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     files.add_argument("--resume", nargs="?", const="auto", help="continue from the newest checkpoint of --out, or "
                                                                  "of the given checkpoint file or run folder")
     files.add_argument("--overwrite", action="store_true", help="start afresh in an --out folder that holds "
-                                                                "checkpoints of an earlier run (deletes them)")
+                                                                "checkpoints of an earlier run (replaced once the "
+                                                                "new run has written its first checkpoint)")
     files.add_argument("--log-every", type=int, default=10, help="steps between records of log.jsonl (default: 10)")
     files.add_argument("--save-every", type=int, help="also write a checkpoint every N steps (default: at the end "
                                                       "of each epoch only)")
@@ -148,7 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     average.add_argument("--checkpoints", nargs="+", required=True,
                          help="checkpoint files, or a run folder (all its checkpoints, or the --last K)")
     average.add_argument("--last", type=int, help="average only the newest K of the given checkpoints")
-    average.add_argument("--out", required=True, help="file to write the averaged checkpoint to")
+    average.add_argument("--out", required=True, help="file to write the averaged checkpoint to (never a "
+                                                      "training checkpoint of a run)")
+    average.add_argument("--force", action="store_true", help="replace --out if it exists (never a training "
+                                                              "checkpoint)")
     commands.add_parser("grade", help="grade exercise notebooks (see: minitransformer grade --help)",
                         description="Grade exercise notebooks; the options are those of "
                         "python -m minitransformer.grading.")
@@ -222,7 +226,11 @@ def _run_attention(args: argparse.Namespace) -> int:
 
 def _run_average(args: argparse.Namespace) -> int:
     from .training import atomic_torch_save, average_checkpoints, list_checkpoints
+    from .training.checkpoint import check_average_target
+    from .utils import writable_folder
 
+    target = check_average_target(args.out, force=args.force)
+    writable_folder(target.parent, "the folder of --out")
     paths: list[Path] = []
     for item in args.checkpoints:
         item = Path(item)
@@ -239,7 +247,7 @@ def _run_average(args: argparse.Namespace) -> int:
         if args.last < 1 or args.last > len(paths):
             raise ValueError(f"--last must be between 1 and the {len(paths)} checkpoints given, got {args.last}")
         paths = paths[-args.last :]
-    out = atomic_torch_save(average_checkpoints(paths), args.out)
+    out = atomic_torch_save(average_checkpoints(paths), target)
     print(f"averaged {len(paths)} checkpoints ({', '.join(p.name for p in paths)}) into {out}")
     return 0
 
@@ -268,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "attention":
             return _run_attention(args)
         return _run_average(args)
-    except (CheckpointError, FileNotFoundError, FileExistsError, ValueError) as error:
+    except (CheckpointError, OSError, ValueError) as error:
         print(f"minitransformer {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from minitransformer.training import (
     transformer_scheduler,
 )
 from minitransformer.training.checkpoint import checkpoint_path, load_model_state
+from minitransformer.utils import OutputError
 
 
 @pytest.fixture(scope="module")
@@ -53,18 +55,25 @@ def test_round_trip_with_weights_only(tmp_path: Path, tokenizer: SharedTokenizer
     assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]  # no temporary file left behind
 
 
+@pytest.mark.parametrize("failure, expected, message", [
+    (KeyboardInterrupt(), KeyboardInterrupt, None),  # as if Ctrl-C arrived in the middle of writing
+    (OSError(errno.ENOSPC, "No space left on device"), OutputError,
+     r"^disk full while writing .*c\.pt \(No space left on device\): the partial file \.c\.pt\.\w+\.part was "
+     r"removed; the previous c\.pt is unchanged"),
+])
 def test_a_failed_write_keeps_the_previous_file(tmp_path: Path, tokenizer: SharedTokenizer,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+                                                monkeypatch: pytest.MonkeyPatch, failure: BaseException,
+                                                expected: type[BaseException], message: str | None) -> None:
     model = _model(tokenizer)
     path = save_checkpoint(tmp_path / "c.pt", model, tokenizer, step=1)
     before = path.read_bytes()
 
     def broken_save(obj: object, handle: object) -> None:
         handle.write(b"PK\x03\x04 half a file")  # type: ignore[attr-defined]
-        raise KeyboardInterrupt  # as if Ctrl-C arrived in the middle of writing
+        raise failure
 
     monkeypatch.setattr(torch, "save", broken_save)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(expected, match=message):
         save_checkpoint(path, model, tokenizer, step=2)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]
@@ -140,3 +149,60 @@ def test_pickled_objects_are_refused_not_run(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match=r"is not a minitransformer checkpoint: it holds objects that "
                                               r"torch.load\(weights_only=True\) refuses.*TransformerConfig"):
         load_checkpoint(path)
+
+
+def _rewrite(path: Path, **changes: object) -> Path:
+    """Change fields of a saved checkpoint, as a damaged or hostile file would have them."""
+    raw = torch.load(path, weights_only=True)
+    for key, value in changes.items():
+        if key.startswith("config_"):
+            raw["config"][key[len("config_"):]] = value
+        else:
+            raw[key] = value
+    torch.save(raw, path)
+    return path
+
+
+def test_bad_tokenizer_json_inside_a_checkpoint_names_the_file(tmp_path: Path, tokenizer: SharedTokenizer) -> None:
+    path = _rewrite(save_checkpoint(tmp_path / "c.pt", _model(tokenizer), tokenizer), tokenizer='{"model": ')
+    with pytest.raises(CheckpointError, match=r"checkpoint .*c\.pt holds a tokenizer that cannot be read: "
+                                              r"tokenizer JSON is not a valid tokenizer"):
+        load_model(path)
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(config_d_model=100_000, config_n_heads=8), r"does not agree with its own config \(src_vocab_size=\d+, "
+                                                     r"d_model=100000, d_ff=32\): src_embed.embedding.weight is"),
+    (dict(config_d_ff=4_000_000), r"does not agree with its own config.*linear1.weight is \(32, 16\) "
+                                  r"\(expected \(4000000, 16\)\)"),
+    (dict(config_src_vocab_size=10**9, config_tgt_vocab_size=10**9), "does not agree with its own config"),
+    (dict(config_n_encoder_layers=10**6), "claims 1000000 encoder layers but holds the weights of 1"),
+    (dict(config_max_len=10**9), r"claims max_len=1000000000 and d_model=16: its positional table alone would "
+                                 r"take 59.6 GiB"),
+    (dict(config="hello"), "is damaged: 'config' is a str, not a dict"),
+    (dict(model={"weight": 3}), "is damaged: 'model' is not a dict of tensors"),
+])
+def test_a_config_that_disagrees_with_the_weights_is_refused_before_building(
+        tmp_path: Path, tokenizer: SharedTokenizer, changes: dict[str, object], message: str) -> None:
+    path = _rewrite(save_checkpoint(tmp_path / "c.pt", _model(tokenizer), tokenizer), **changes)
+    with pytest.raises(CheckpointError, match=message):
+        load_model(path)  # would allocate gigabytes if the config were believed
+
+
+def test_average_out_never_replaces_a_training_checkpoint(tmp_path: Path, tokenizer: SharedTokenizer) -> None:
+    from minitransformer.training.checkpoint import check_average_target
+
+    model = _model(tokenizer)
+    training = save_checkpoint(tmp_path / "mine.pt", model, tokenizer, optimizer=torch.optim.Adam(model.parameters()))
+    averaged = save_checkpoint(tmp_path / "averaged.pt", model, tokenizer)
+    with pytest.raises(IsADirectoryError, match="is a folder; give a file name"):
+        check_average_target(tmp_path)
+    for name in ("checkpoint-00000007.pt", "best.pt"):
+        with pytest.raises(FileExistsError, match="is named like a training checkpoint"):
+            check_average_target(tmp_path / name, force=True)
+    with pytest.raises(FileExistsError, match=r"is a training checkpoint \(it holds optimizer state\)"):
+        check_average_target(training, force=True)
+    with pytest.raises(FileExistsError, match="exists; pass --force"):
+        check_average_target(averaged)
+    assert check_average_target(averaged, force=True) == averaged
+    assert check_average_target(tmp_path / "new.pt") == tmp_path / "new.pt"

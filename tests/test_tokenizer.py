@@ -109,3 +109,50 @@ def test_multi30k_round_trips_exactly() -> None:
     assert mismatched == []
     report = tokenization_report(tokenizer, texts)
     assert report.unk_fraction < 1e-3 and 10 < report.mean_tokens < 30
+
+
+def test_a_damaged_or_replaced_cache_is_trained_again_with_a_warning(pairs: list[tuple[str, str]],
+                                                                     tmp_path: Path) -> None:
+    import json
+    import re
+    import warnings
+
+    from minitransformer.data.tokenizer import CacheWarning
+
+    first = SharedTokenizer.cached(pairs[:300], vocab_size=300, cache_dir=tmp_path)
+    [path] = tmp_path.glob("*.json")
+    good = path.read_text(encoding="utf-8")
+    other = SharedTokenizer.cached(pairs[:200], vocab_size=300, cache_dir=tmp_path)
+    [other_path] = set(tmp_path.glob("*.json")) - {path}
+    tampered = json.loads(good)
+    tampered["tokenizer"] = other.to_str()  # a valid tokenizer, but not the one the checksum describes
+    cases = [
+        (good[: len(good) // 2], "it is truncated or corrupted"),
+        (other_path.read_text(encoding="utf-8"), r"it was made from other training text or settings"),
+        (other.to_str(), "it is not a minitransformer tokenizer cache file"),
+        (json.dumps(tampered), "its tokenizer does not match its checksum"),
+    ]
+    for content, reason in cases:
+        path.write_text(content, encoding="utf-8")
+        with pytest.warns(CacheWarning, match=rf"tokenizer cache {re.escape(str(path))} cannot be used: {reason}"):
+            again = SharedTokenizer.cached(pairs[:300], vocab_size=300, cache_dir=tmp_path)
+        assert again.to_str() == first.to_str()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # rewritten: the next call reads it without a word
+            assert SharedTokenizer.cached(pairs[:300], vocab_size=300, cache_dir=tmp_path).to_str() == first.to_str()
+
+
+def test_unreadable_tokenizer_json_names_its_source(tokenizer: SharedTokenizer, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^tokenizer JSON is not a valid tokenizer: "):
+        SharedTokenizer.from_str("{ not json")
+    path = tmp_path / "tokenizer.json"
+    path.write_text(tokenizer.to_str()[:500], encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"^tokenizer file {path} is not a valid tokenizer"):
+        SharedTokenizer.load(path)
+    path.write_bytes(b"\xff\xfe garbage")
+    with pytest.raises(ValueError, match=rf"^tokenizer file {path} is not UTF-8 text"):
+        SharedTokenizer.load(path)
+    from tokenizers import Tokenizer, models
+
+    with pytest.raises(ValueError, match=r"^tokenizer JSON is not a minitransformer tokenizer: expected special"):
+        SharedTokenizer.from_str(Tokenizer(models.BPE()).to_str())

@@ -26,6 +26,7 @@ import hashlib
 import json
 import statistics
 import string
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,11 @@ PRE_TOKEN_PATTERN = r"▁?[\p{L}\p{M}]+|▁?\p{N}|▁?[^\p{L}\p{M}\p{N}▁]|▁"
 ALPHABET = tuple(
     sorted(set(string.ascii_letters + string.digits + string.punctuation) | set("äöüÄÖÜß„“”‚‘’«»–—…€°"))
 )
+CACHE_FORMAT = "minitransformer-bpe-cache"
+
+
+class CacheWarning(UserWarning):
+    """A cache file could not be used and is being rebuilt."""
 
 
 def _empty_tokenizer() -> Tokenizer:
@@ -140,8 +146,11 @@ class SharedTokenizer:
     ) -> SharedTokenizer:
         """Like :meth:`train`, but stored in a cache file and reused next time.
 
-        The file name holds a hash of the sentences, the settings and the
-        ``tokenizers`` version, so other data or settings never reuse it.
+        The cache is keyed by a SHA-256 hash of the sentences, the settings and the
+        ``tokenizers`` version, so other data or settings never reuse it. The file holds the
+        full key and a checksum of the tokenizer, both checked on every load: a truncated or
+        damaged file, or one replaced by another tokenizer, is trained again and rewritten,
+        with a :class:`CacheWarning` naming it.
 
         Args:
             pairs: ``(source, target)`` training sentence pairs.
@@ -165,12 +174,18 @@ class SharedTokenizer:
         digest.update(json.dumps(settings, sort_keys=True).encode())
         for text in texts:
             digest.update(text.encode("utf-8") + b"\n")
+        key = digest.hexdigest()
         folder = Path(cache_dir) if cache_dir is not None else user_cache_dir("tokenizers")
-        path = folder / f"bpe-{digest.hexdigest()[:16]}.json"
+        path = folder / f"bpe-{key[:16]}.cache.json"
         if path.is_file():
-            return cls.load(path)
+            found = _read_cache(path, key)
+            if found is not None:
+                return found
         tok = cls._train_texts(texts, vocab_size, min_frequency)
-        tok.save(path)
+        body = tok.to_str()
+        record = {"format": CACHE_FORMAT, "key": key, "settings": settings, "n_texts": len(texts),
+                  "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest(), "tokenizer": body}
+        atomic_write(path, lambda handle: handle.write(json.dumps(record, ensure_ascii=False).encode("utf-8")))
         return tok
 
     # --- storing --------------------------------------------------------------
@@ -179,9 +194,25 @@ class SharedTokenizer:
         return self.tokenizer.to_str()
 
     @classmethod
-    def from_str(cls, text: str) -> SharedTokenizer:
-        """Rebuild a tokenizer from :meth:`to_str`'s JSON string."""
-        return cls(Tokenizer.from_str(text))
+    def from_str(cls, text: str, source: str = "tokenizer JSON") -> SharedTokenizer:
+        """Rebuild a tokenizer from :meth:`to_str`'s JSON string.
+
+        Args:
+            text: the JSON string.
+            source: where it comes from (a file name), for error messages.
+
+        Raises:
+            ValueError: the text is not a tokenizer of this kind (the message names ``source``).
+        """
+        try:
+            tokenizer = Tokenizer.from_str(text)
+        except Exception as error:  # the Rust library raises a bare Exception
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise ValueError(f"{source} is not a valid tokenizer: {reason}") from error
+        try:
+            return cls(tokenizer)
+        except ValueError as error:
+            raise ValueError(f"{source} is not a minitransformer tokenizer: {error}") from error
 
     def save(self, path: str | Path) -> None:
         """Write the tokenizer to a JSON file (atomically: temp file, then rename)."""
@@ -189,8 +220,17 @@ class SharedTokenizer:
 
     @classmethod
     def load(cls, path: str | Path) -> SharedTokenizer:
-        """Read a tokenizer written by :meth:`save`."""
-        return cls.from_str(Path(path).read_text(encoding="utf-8"))
+        """Read a tokenizer written by :meth:`save`.
+
+        Raises:
+            ValueError: the file is not valid UTF-8 tokenizer JSON (the message names it).
+        """
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except UnicodeDecodeError as error:
+            where = f"{error.reason} at byte {error.start}"
+            raise ValueError(f"tokenizer file {path} is not UTF-8 text ({where})") from error
+        return cls.from_str(text, f"tokenizer file {path}")
 
     # --- using ----------------------------------------------------------------
     @property
@@ -264,6 +304,30 @@ class SharedTokenizer:
 
     def __repr__(self) -> str:
         return f"SharedTokenizer(vocab_size={self.vocab_size})"
+
+
+def _read_cache(path: Path, key: str) -> SharedTokenizer | None:
+    """The cached tokenizer if ``path`` is intact and made for ``key``; else None, with a warning."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        reason = f"it is truncated or corrupted ({error})"
+    else:
+        body = record.get("tokenizer") if isinstance(record, dict) else None
+        if not isinstance(record, dict) or record.get("format") != CACHE_FORMAT or not isinstance(body, str):
+            reason = "it is not a minitransformer tokenizer cache file"
+        elif record.get("key") != key:
+            reason = "it was made from other training text or settings (its key does not match)"
+        elif hashlib.sha256(body.encode("utf-8")).hexdigest() != record.get("sha256"):
+            reason = "its tokenizer does not match its checksum"
+        else:
+            try:
+                return SharedTokenizer.from_str(body, f"tokenizer cache {path}")
+            except ValueError as error:
+                reason = str(error)
+    warnings.warn(f"tokenizer cache {path} cannot be used: {reason}; training the tokenizer again and replacing "
+                  "the file", CacheWarning, stacklevel=3)
+    return None
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,17 @@ A checkpoint is one ``torch.save`` file holding only tensors and plain Python va
 * ``model``, ``optimizer``, ``scheduler``: state dicts (the last two absent after averaging);
 * ``step`` (optimizer updates done), ``epoch`` and ``batches_done`` (position inside the epoch);
 * ``rng``: one entry per process of the random states of Python, NumPy and PyTorch;
-* ``options``: the training options as a dict; ``metrics``: the latest figures.
+* ``options``: the training options as a dict; ``metrics``: the latest figures;
+* ``running``: one entry per process of the loss sums of the epoch in progress, so that a
+  resumed run logs the same averages as an uninterrupted one.
 
 Writing goes to a temporary file in the same folder, then ``os.replace`` renames it: the
-name only ever points at a complete file. Paper, section 6.1: the base models were used
-as "a single model obtained by averaging the last 5 checkpoints"; see
-:func:`average_checkpoints`. Taught in lesson 07.
+name only ever points at a complete file. Reading checks the file before anything is built
+from it: its tokenizer must parse and its config must agree with the shapes of its weights
+(a damaged config cannot make the reader allocate a model of its own invention).
+
+Paper, section 6.1: the base models were used as "a single model obtained by averaging the
+last 5 checkpoints"; see :func:`average_checkpoints`. Taught in lesson 07.
 """
 
 from __future__ import annotations
@@ -141,6 +146,7 @@ def make_checkpoint(
     rng: list[dict[str, Any]] | None = None,
     options: dict[str, Any] | None = None,
     metrics: dict[str, Any] | None = None,
+    running: list[dict[str, float]] | None = None,
 ) -> dict[str, Any]:
     """Gather everything a checkpoint holds into one dict of tensors and plain values.
 
@@ -155,6 +161,7 @@ def make_checkpoint(
         rng: random states, one per process; default this process's.
         options: training options (plain values only).
         metrics: latest figures (plain values only).
+        running: loss sums of the epoch in progress, one dict per process (see :class:`Trainer`).
 
     Returns:
         The checkpoint dict.
@@ -173,6 +180,7 @@ def make_checkpoint(
         "rng": rng if rng is not None else [capture_rng_state()],
         "options": dict(options or {}),
         "metrics": dict(metrics or {}),
+        "running": list(running or []),
         "torch_version": str(torch.__version__),
     }
     if optimizer is not None:
@@ -248,7 +256,64 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     for key in ("config", "tokenizer", "model", "step"):
         if key not in checkpoint:
             raise CheckpointError(f"checkpoint {path} is not a complete minitransformer checkpoint: '{key}' is missing")
+    checkpoint_tokenizer(checkpoint, path)
+    _check_sizes(checkpoint, path)
     return checkpoint
+
+
+def checkpoint_tokenizer(checkpoint: dict[str, Any], path: str | Path = "") -> SharedTokenizer:
+    """The tokenizer stored in a checkpoint; :class:`CheckpointError` naming the file if it is unreadable."""
+    text = checkpoint.get("tokenizer")
+    if not isinstance(text, str):
+        raise CheckpointError(f"checkpoint {path} holds no tokenizer JSON: 'tokenizer' is a {type(text).__name__}")
+    try:
+        return SharedTokenizer.from_str(text)
+    except ValueError as error:
+        raise CheckpointError(f"checkpoint {path} holds a tokenizer that cannot be read: {error}") from error
+
+
+#: Largest positional table (max_len x d_model floats) a checkpoint may ask for: 1 GiB.
+MAX_TABLE_BYTES = 2**30
+
+
+def _check_sizes(checkpoint: dict[str, Any], path: str | Path) -> None:
+    """Check the stored config against the stored weights' shapes, building nothing real.
+
+    A model of the config is built on PyTorch's "meta" device, which records shapes and holds
+    no memory, after two cheap checks (layer counts and the positional table) that keep even
+    that quick.
+    """
+    weights = checkpoint["model"]
+    if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
+        raise CheckpointError(f"checkpoint {path} is damaged: 'model' is not a dict of tensors")
+    if not isinstance(checkpoint["config"], dict):
+        raise CheckpointError(f"checkpoint {path} is damaged: 'config' is a {type(checkpoint['config']).__name__}, "
+                              "not a dict")
+    try:
+        config = TransformerConfig.from_dict(checkpoint["config"])
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"checkpoint {path} holds an invalid model config: {error}") from error
+    table = config.max_len * config.d_model * 4
+    if table > MAX_TABLE_BYTES:
+        raise CheckpointError(
+            f"checkpoint {path} claims max_len={config.max_len} and d_model={config.d_model}: its positional "
+            f"table alone would take {table / 2**30:,.1f} GiB (at most {MAX_TABLE_BYTES // 2**30} GiB is accepted)"
+        )
+    for stack, claimed in (("encoder", config.n_encoder_layers), ("decoder", config.n_decoder_layers)):
+        held = len({k.split(".")[2] for k in weights if k.startswith(f"{stack}.layers.")})
+        if held != claimed:
+            raise CheckpointError(f"checkpoint {path} claims {claimed} {stack} layers but holds the weights of {held}")
+    with torch.device("meta"):
+        expected = {k: tuple(v.shape) for k, v in Transformer(config).state_dict().items()}
+    found = {k: tuple(v.shape) for k, v in weights.items()}
+    wrong = [f"{k} is {found[k]} (expected {expected[k]})" for k in expected if k in found and found[k] != expected[k]]
+    wrong += [f"{k} is missing" for k in expected if k not in found]
+    wrong += [f"{k} is not part of the model" for k in found if k not in expected]
+    if wrong:
+        more = f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""
+        sizes = ", ".join(f"{k}={getattr(config, k)}" for k in ("src_vocab_size", "d_model", "d_ff"))
+        raise CheckpointError(f"checkpoint {path} does not agree with its own config ({sizes}): "
+                              f"{'; '.join(wrong[:3])}{more}")
 
 
 def check_compatible(checkpoint: dict[str, Any], config: TransformerConfig, path: str | Path = "") -> None:
@@ -286,7 +351,7 @@ def load_model(
     config = TransformerConfig.from_dict(checkpoint["config"])
     model = Transformer(config)
     load_model_state(model, checkpoint, path)
-    tokenizer = SharedTokenizer.from_str(checkpoint["tokenizer"])
+    tokenizer = checkpoint_tokenizer(checkpoint, path)
     if tokenizer.vocab_size != config.tgt_vocab_size:
         raise CheckpointError(
             f"checkpoint {path} holds a tokenizer of {tokenizer.vocab_size} tokens but a model "
@@ -344,3 +409,42 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:
     averaged["model"] = model
     averaged["averaged_from"] = [str(p) for p in paths]
     return averaged
+
+
+def checkpoint_step(path: str | Path) -> int | None:
+    """The step in a checkpoint's file name (``checkpoint-00000030.pt`` -> 30), or None."""
+    match = CHECKPOINT_PATTERN.match(Path(path).name)
+    return int(match.group(1)) if match else None
+
+
+def check_average_target(path: str | Path, force: bool = False) -> Path:
+    """Make sure an averaged checkpoint may be written to ``path`` (``average --out``).
+
+    Never a training checkpoint of a run (``checkpoint-<step>.pt``, ``best.pt``, or any file
+    holding optimizer state): replacing one would stop ``--resume`` working. Never a folder.
+    An existing file only with ``force``.
+
+    Raises:
+        IsADirectoryError, FileExistsError: one line saying why, and what to do.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"--out {path} is a folder; give a file name, e.g. {path / 'averaged.pt'}")
+    if CHECKPOINT_PATTERN.match(path.name) or path.name == BEST:
+        raise FileExistsError(f"--out {path} is named like a training checkpoint of a run ({path.name}); "
+                              "choose another name, e.g. averaged.pt")
+    if path.exists():
+        if _holds_training_state(path):
+            raise FileExistsError(f"--out {path} is a training checkpoint (it holds optimizer state): averaging "
+                                  "into it would stop --resume working; choose another file")
+        if not force:
+            raise FileExistsError(f"--out {path} exists; pass --force to replace it, or choose another file")
+    return path
+
+
+def _holds_training_state(path: Path) -> bool:
+    try:
+        content = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # not a torch file (or damaged): not a checkpoint either
+        return False
+    return isinstance(content, dict) and "optimizer" in content

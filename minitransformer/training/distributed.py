@@ -8,9 +8,11 @@ there is one process and no process group. Taught in lesson 07.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -116,7 +118,8 @@ class StopRequest:
     """Turn the first Ctrl-C (SIGINT) or SIGTERM into a request to stop after the current step.
 
     The training loop polls :attr:`requested`, writes a checkpoint and returns. A second
-    Ctrl-C raises ``KeyboardInterrupt`` at once. Signal handlers can only be set from the
+    Ctrl-C raises ``KeyboardInterrupt`` at once, except while a checkpoint is being written
+    (inside :meth:`shield`): then it waits until the file is complete. Signal handlers can only be set from the
     main thread; elsewhere nothing is installed and ``KeyboardInterrupt`` behaves as usual.
     Use as a context manager: the previous handlers come back at the end.
 
@@ -131,12 +134,28 @@ class StopRequest:
         self.requested = False
         self.signal_name = ""
         self._previous: dict[int, Any] = {}
+        self._shielded = self._held = False
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.requested and signum == signal.SIGINT and self.escalate:
+            if self._shielded:
+                self._held = True
+                return
             raise KeyboardInterrupt
         self.requested = True
         self.signal_name = signal.Signals(signum).name
+
+    @contextlib.contextmanager
+    def shield(self) -> Iterator[None]:
+        """Hold back a second Ctrl-C while the block runs (a checkpoint being written); raise it after."""
+        self._shielded = True
+        try:
+            yield
+        finally:
+            self._shielded = False
+        if self._held:
+            self._held = False
+            raise KeyboardInterrupt
 
     def __enter__(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():

@@ -9,7 +9,9 @@ This is what ``python -m minitransformer train`` runs; a notebook can call it to
 from __future__ import annotations
 
 import hashlib
+import os
 import random
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,15 +24,20 @@ from ..data import SharedTokenizer, padding_fraction, tokenization_report
 from ..evaluation import METRICS
 from ..model import Transformer
 from ..utils import set_seed
-from .checkpoint import (BEST, check_compatible, latest_checkpoint, list_checkpoints, load_checkpoint,
-                         restore_rng_state)
+from .checkpoint import (BEST, atomic_copy, check_compatible, checkpoint_path, checkpoint_step, checkpoint_tokenizer,
+                         latest_checkpoint, list_checkpoints, load_checkpoint, restore_rng_state)
 from .corpus import Corpus, drop_long, encode_pairs, load_corpus
 from .distributed import (DistInfo, StopRequest, all_gather_objects, broadcast_object, cleanup_distributed,
                           init_distributed)
 from .options import TrainOptions
-from .runlog import RunLog, loss_curves, read_log
+from .runlock import RunLock
+from .runlog import RunLog, loss_curves, read_log, trim_log
 from .schedule import transformer_scheduler
-from .trainer import Trainer
+from .trainer import RUNNING_ZERO, Trainer
+
+#: Where ``--overwrite`` keeps the earlier run's files until the new run has written a checkpoint.
+ASIDE = ".replaced-run"
+RUN_FILES = ("log.jsonl", "tokenizer.json", "loss.png", BEST)
 
 
 @dataclass
@@ -80,8 +87,60 @@ def _check_out_folder(options: TrainOptions) -> None:
         if not options.overwrite:
             raise FileExistsError(
                 f"{options.out} holds checkpoints of an earlier run (newest: {earlier[-1].name}); pass "
-                "--resume to continue it, --overwrite to start afresh (deletes them), or another --out"
+                "--resume to continue it, --overwrite to start afresh (replaces them once the new run has "
+                "written its first checkpoint), or another --out"
             )
+
+
+class _EarlierRun:
+    """The files of an earlier run that ``--overwrite`` replaces.
+
+    They are moved into ``<out>/.replaced-run`` only once the new run has validated its
+    options, data and model, and deleted when it writes its first checkpoint; if it fails
+    before that, they are moved back. A run killed in between leaves them in that folder,
+    and the next run in the folder puts them back (or deletes them if the new run had
+    written a checkpoint).
+    """
+
+    def __init__(self, out: Path) -> None:
+        self.out, self.folder = out, out / ASIDE
+        self.replacing = False  # files were set aside and the new run has no checkpoint yet
+
+    def recover(self) -> str | None:
+        if not self.folder.is_dir():
+            return None
+        if list_checkpoints(self.out):
+            self.discard()  # the replacing run had written a checkpoint: the old files were no longer needed
+            return None
+        n = self.restore()
+        return f"put back {n} files of an earlier run that an interrupted --overwrite run had set aside"
+
+    def set_aside(self) -> int:
+        files = [p for p in [*list_checkpoints(self.out), *(self.out / n for n in RUN_FILES)] if p.is_file()]
+        if files:
+            self.folder.mkdir(exist_ok=True)
+            for path in files:
+                os.replace(path, self.folder / path.name)
+        return len(files)
+
+    def restore(self) -> int:
+        files = list(self.folder.iterdir())
+        for path in files:
+            os.replace(path, self.out / path.name)
+        self.folder.rmdir()
+        return len(files)
+
+    def discard(self, _: object = None) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.replacing = False
+
+
+def _remove_partial_files(out: Path) -> str | None:
+    """Delete the temporary ``.<name>.<random>.part`` files of writes cut short by a crash (we hold the lock)."""
+    parts = [p for p in out.glob(".*.part") if p.is_file()]
+    for part in parts:
+        part.unlink(missing_ok=True)
+    return f"removed {len(parts)} unfinished file(s) of an earlier write in {out}" if parts else None
 
 
 def _say(info: DistInfo, text: str) -> None:
@@ -101,25 +160,56 @@ def train(options: TrainOptions) -> TrainResult:
     started = time.perf_counter()
     o = options.resolved()
     info, device = init_distributed(o.device)
+    lock = RunLock(o.out or ".")
+    earlier = _EarlierRun(Path(o.out or "."))
     try:
-        return _train(o, info, device, started)
+        _lock(lock, info)
+        return _train(o, info, device, started, earlier)
+    except BaseException:
+        if earlier.replacing and earlier.folder.is_dir():
+            n = earlier.restore()
+            _say(info, f"--overwrite: the new run stopped before its first checkpoint; the earlier run's {n} files "
+                       f"are back in {earlier.out}")
+        raise
     finally:
+        lock.release()
         cleanup_distributed()
 
 
-def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float) -> TrainResult:
+def _lock(lock: RunLock, info: DistInfo) -> None:
+    """Process 0 locks the run folder (one writer per folder); every process stops if it cannot."""
+    error = None
+    if info.is_main:
+        try:
+            note = lock.acquire()
+        except OSError as caught:  # RunFolderLocked, OutputError
+            error = caught
+        else:
+            if note:
+                _say(info, f"note: {note}")
+    failed = broadcast_object(None if error is None else str(error), info)
+    if error is not None:
+        raise error
+    if failed is not None:
+        raise RuntimeError(f"process 0 could not lock the run folder: {failed}")
+
+
+def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float,
+           earlier: _EarlierRun) -> TrainResult:
     out = Path(o.out or ".")
+    if info.is_main:
+        for note in (earlier.recover(), _remove_partial_files(out)):
+            if note:
+                _say(info, f"note: {note}")
     _check_out_folder(o)
-    checkpoint = load_checkpoint(latest_checkpoint(out if o.resume == "auto" else o.resume)) if o.resume else None
-    if info.is_main and o.overwrite and not o.resume:
-        for old in [*list_checkpoints(out), out / BEST]:
-            old.unlink(missing_ok=True)
+    resumed = latest_checkpoint(out if o.resume == "auto" else o.resume) if o.resume else None
+    checkpoint = load_checkpoint(resumed) if resumed else None
     set_seed(o.seed)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls on tensor cores
     corpus = load_corpus(o)
     if checkpoint is not None:
-        tokenizer = SharedTokenizer.from_str(checkpoint["tokenizer"])
+        tokenizer = checkpoint_tokenizer(checkpoint, resumed or "")
     else:
         text = SharedTokenizer.cached(corpus.train, o.vocab_size or 8000).to_str() if info.is_main else None
         tokenizer = SharedTokenizer.from_str(broadcast_object(text, info))
@@ -135,12 +225,23 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
     optimizer = _make_optimizer(model, device)
     scheduler = transformer_scheduler(optimizer, config.d_model, o.warmup or 4000, o.lr_factor or 1.0)
     bf16 = _precision(o, device)
+    # Everything is checked: only now may the earlier run's files make room.
+    earlier.replacing = info.is_main and o.overwrite and not o.resume and earlier.set_aside() > 0
+    if checkpoint is not None and resumed is not None and info.is_main:
+        here = resumed.parent.resolve() == out.resolve()
+        notes = [_set_aside_later(out, checkpoint["step"])] if here else []
+        for note in [*notes, *trim_log(out / "log.jsonl", checkpoint["step"] if here else None)]:
+            if note:
+                _say(info, f"note: {note}")
+        if note := _restore_best(out, resumed, checkpoint):
+            _say(info, f"note: {note}")
     log = RunLog(out / "log.jsonl", enabled=info.is_main, fresh=checkpoint is None)
     module: torch.nn.Module = model
     if info.enabled:
         module = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     trainer = Trainer(model, module, tokenizer, optimizer, scheduler, train_ids, valid_ids, corpus.validation,
                       corpus.metric, o, device, info, log, bf16)
+    trainer.on_save = earlier.discard if earlier.replacing else None
     if checkpoint is not None:
         _restore(trainer, checkpoint, info, o.seed)
     elif info.enabled:
@@ -169,7 +270,7 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
             # Only when no signal handler could be set (not the main thread) or on a second Ctrl-C.
             if not stop.requested and not info.enabled:
                 trainer.save()
-                _say(info, f"interrupted: checkpoint of step {trainer.step} written in {out}")
+            _say(info, _what_was_saved(out, trainer.step))
             raise
     metrics = dict(trainer.metrics)
     if interrupted:
@@ -188,6 +289,59 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
     return TrainResult(out, last, trainer.step, interrupted, metrics, seconds)
 
 
+def _what_was_saved(out: Path, step: int) -> str:
+    """After a stop by a second Ctrl-C: which checkpoint holds the run now."""
+    found = list_checkpoints(out)
+    if not found:
+        return f"interrupted at step {step}: no checkpoint was written"
+    saved = checkpoint_step(found[-1]) or 0
+    n = step - saved
+    lost = "" if n <= 0 else f"; the {n} step{'s' if n > 1 else ''} after it {'were' if n > 1 else 'was'} not saved"
+    return (f"interrupted at step {step}: the newest checkpoint is {found[-1]} (step {saved}){lost}; "
+            "continue with --resume")
+
+
+def _stored_step(path: Path) -> int | None:
+    """The step inside a checkpoint file, or None when it is missing or unreadable."""
+    try:
+        return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["step"])
+    except Exception:  # missing, damaged or foreign
+        return None
+
+
+def _set_aside_later(out: Path, step: int) -> str | None:
+    """Move checkpoints (and a ``best.pt``) of steps after ``step`` out of the way of a run resumed from ``step``.
+
+    They belong to a later point of the run that is not being continued: left in place, the
+    newest of them would be taken by the next ``--resume`` and the new checkpoints would be
+    the ones deleted first. They are kept, not deleted.
+    """
+    later = [p for p in list_checkpoints(out) if (checkpoint_step(p) or 0) > step]
+    if (best_step := _stored_step(out / BEST)) is not None and best_step > step:
+        later.append(out / BEST)
+    if not later:
+        return None
+    folder = out / f".after-step-{step:08d}"
+    folder.mkdir(exist_ok=True)
+    for path in later:
+        os.replace(path, folder / path.name)
+    return f"moved {len(later)} file(s) of steps after {step}, the step resumed from, to {folder}"
+
+
+def _restore_best(out: Path, resumed: Path, checkpoint: dict[str, Any]) -> str | None:
+    """Copy the best checkpoint to ``best.pt`` again if ``best.pt`` does not hold it.
+
+    A run killed while copying its best checkpoint leaves no (or an older) ``best.pt``.
+    """
+    best_step = checkpoint.get("metrics", {}).get("best_step")
+    source = resumed if best_step == checkpoint["step"] else checkpoint_path(out, best_step or 0)
+    best = out / BEST
+    if best_step is None or not source.is_file() or _stored_step(best) == best_step:
+        return None
+    atomic_copy(source, best)
+    return f"{best} did not hold the best checkpoint (step {best_step}): copied it again from {source.name}"
+
+
 def _restore(trainer: Trainer, checkpoint: dict[str, Any], info: DistInfo, seed: int) -> None:
     trainer.model.load_state_dict(checkpoint["model"])
     if "optimizer" not in checkpoint or "scheduler" not in checkpoint:
@@ -201,6 +355,9 @@ def _restore(trainer: Trainer, checkpoint: dict[str, Any], info: DistInfo, seed:
     trainer.step, trainer.epoch = checkpoint["step"], checkpoint["epoch"]
     trainer.batches_done = checkpoint.get("batches_done", 0)
     trainer.metrics = dict(checkpoint.get("metrics", {}))
+    sums = checkpoint.get("running", [])
+    if len(sums) == info.world_size:  # else the epoch's average starts again (as does bit-for-bit equality)
+        trainer.running = {**RUNNING_ZERO, **sums[info.rank]}
     trainer.saved_step = trainer.step
     states = checkpoint.get("rng", [])
     if len(states) == info.world_size:

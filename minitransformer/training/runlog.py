@@ -3,6 +3,11 @@
 Records carry an ``event``: "setup" (data, vocabulary, model, batching), "train" (step,
 loss, learning rate, tokens per second, gradient norm), "epoch" (validation loss and the
 quality figure), "checkpoint", "interrupted" and "test".
+
+Each record is appended with one ``write`` call, so a crash can cut off at most the last
+line; :func:`trim_log` repairs that before a resumed run appends again, and drops the
+records of steps that the resumed checkpoint does not contain, so that the log of a
+resumed run holds the same records as that of an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ import math
 import time
 from pathlib import Path
 from typing import Any
+
+from ..utils import atomic_write
 
 
 class RunLog:
@@ -67,6 +74,47 @@ def read_log(path: str | Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
     return records
+
+
+def trim_log(path: str | Path, step: int | None = None) -> list[str]:
+    """Make a run's log ready for a resumed run to append to.
+
+    A cut-off last line (the process died while writing it) is dropped: the next record
+    would otherwise be glued to it and lost too. With ``step``, records of later steps are
+    dropped as well: that work was lost with the process and the resumed run does it again.
+
+    Args:
+        path: the ``.jsonl`` file (nothing happens if it does not exist).
+        step: the step of the checkpoint the run resumes from, if it belongs to this log.
+
+    Returns:
+        One note per change made, for the user; empty when the file was left alone.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return []
+    lines = path.read_bytes().split(b"\n")
+    notes = []
+    tail = lines.pop()  # whatever follows the last newline: empty for a complete file
+    if tail:
+        notes.append(f"{path}: dropped a cut-off last line of {len(tail)} bytes (the run stopped while writing it)")
+    kept = lines
+    if step is not None:
+        kept = [line for line in lines if not _after(line, step)]
+        if len(kept) < len(lines):
+            notes.append(f"{path}: dropped {len(lines) - len(kept)} records of steps after {step}, the step "
+                         "resumed from (that work was not in a checkpoint; it is done again)")
+    if notes:
+        atomic_write(path, lambda handle: handle.write(b"".join(line + b"\n" for line in kept)))
+    return notes
+
+
+def _after(line: bytes, step: int) -> bool:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] > step
 
 
 def loss_curves(records: list[dict[str, Any]]) -> dict[str, list[float]]:

@@ -19,7 +19,7 @@ import contextlib
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,8 @@ from .distributed import DistInfo, StopRequest, all_gather_objects, all_reduce_s
 from .loss import label_smoothed_nll
 from .options import TrainOptions
 from .runlog import RunLog
+
+RUNNING_ZERO = dict(epoch_loss=0.0, epoch_tokens=0.0, loss=0.0, nll=0.0, tgt=0, all=0)
 
 
 class Trainer:
@@ -81,6 +83,10 @@ class Trainer:
         self.metrics: dict[str, Any] = {}
         self.saved_step = -1
         self.grad_norm: torch.Tensor | None = None
+        # Sums of the epoch in progress, kept in checkpoints: a resumed run logs the averages of an uninterrupted one.
+        self.running: dict[str, float] = dict(RUNNING_ZERO)
+        self.stop: StopRequest | None = None
+        self.on_save: Callable[[Path], None] | None = None  # called after each checkpoint is written
 
     # --- pieces -----------------------------------------------------------------
     def autocast(self) -> contextlib.AbstractContextManager:
@@ -147,6 +153,7 @@ class Trainer:
     def run(self, stop: StopRequest) -> bool:
         """Train until the end; returns True when stopped by a signal (a checkpoint is written)."""
         o = self.options
+        self.stop = stop
         epochs = o.epochs if o.epochs is not None else 10**9
         total = [o.max_steps] if o.max_steps else []
         if o.epochs is not None:
@@ -186,16 +193,22 @@ class Trainer:
 
     def _train_epoch(self, bar: Any, stop: StopRequest) -> bool:
         o, info = self.options, self.info
-        epoch_loss = epoch_tokens = 0.0
-        since_loss = torch.zeros((), device=self.device)
-        since_nll = torch.zeros((), device=self.device)
-        since_tgt = since_all = 0
+        r = self.running
+        epoch_loss, epoch_tokens = r["epoch_loss"], r["epoch_tokens"]
+        since_loss = torch.tensor(r["loss"], device=self.device)
+        since_nll = torch.tensor(r["nll"], device=self.device)
+        since_tgt, since_all = int(r["tgt"]), int(r["all"])
         since_time = time.perf_counter()
+
+        def keep_sums() -> None:
+            self.running = dict(epoch_loss=epoch_loss, epoch_tokens=epoch_tokens, loss=since_loss.item(),
+                                nll=since_nll.item(), tgt=since_tgt, all=since_all)
         self.module.train()
         for done, window in self._windows():
             local_tokens = sum(len(self.train_ids[i][1]) for b in window for i in b)
             global_tokens, stop_votes = all_reduce_sum([local_tokens, float(stop.requested)], info, self.device)
             if stop_votes > 0:
+                keep_sums()
                 return True
             loss, nll, n_tgt, n_all = self.train_step(window, global_tokens)
             self.step += 1
@@ -222,6 +235,7 @@ class Trainer:
                 since_tgt = since_all = 0
                 since_time = time.perf_counter()
             if o.save_every and self.step % o.save_every == 0:
+                keep_sums()
                 self.save()
             if o.max_steps is not None and self.step >= o.max_steps:
                 break
@@ -231,6 +245,12 @@ class Trainer:
             self.batches_done = 0
         epoch_loss += since_loss.item()
         epoch_tokens += since_tgt
+        since_loss.zero_()
+        since_nll.zero_()
+        since_tgt = since_all = 0
+        keep_sums()
+        if self.batches_done == 0:
+            self.running = dict(RUNNING_ZERO)
         loss_sum, tokens = all_reduce_sum([epoch_loss, epoch_tokens], info, self.device)
         self.metrics["train_loss"] = loss_sum / max(tokens, 1)
         if self.batches_done == 0:
@@ -308,18 +328,23 @@ class Trainer:
             best: also copy it to ``best.pt`` (the best validation figure so far).
         """
         states = all_gather_objects(capture_rng_state(), self.info)
+        running = all_gather_objects(self.running, self.info)
         path = None
         if self.info.is_main:
-            path = save_checkpoint(
-                checkpoint_path(self.out, self.step), self.model, self.tokenizer, optimizer=self.optimizer,
-                scheduler=self.scheduler, step=self.step, epoch=self.epoch, batches_done=self.batches_done,
-                rng=states, options=self.options.to_dict(), metrics=self.metrics,
-            )
-            if best:
-                atomic_copy(path, self.out / BEST)
-            for old in list_checkpoints(self.out)[: -self.options.keep]:
-                old.unlink(missing_ok=True)
-            self.log.write("checkpoint", step=self.step, epoch=self.epoch, path=str(path))
+            # A second Ctrl-C waits until the files are complete (see StopRequest.shield).
+            with self.stop.shield() if self.stop is not None else contextlib.nullcontext():
+                path = save_checkpoint(
+                    checkpoint_path(self.out, self.step), self.model, self.tokenizer, optimizer=self.optimizer,
+                    scheduler=self.scheduler, step=self.step, epoch=self.epoch, batches_done=self.batches_done,
+                    rng=states, options=self.options.to_dict(), metrics=self.metrics, running=running,
+                )
+                if best:
+                    atomic_copy(path, self.out / BEST)
+                for old in list_checkpoints(self.out)[: -self.options.keep]:
+                    old.unlink(missing_ok=True)
+                self.log.write("checkpoint", step=self.step, epoch=self.epoch, path=str(path))
+                if self.on_save is not None:
+                    self.on_save(path)
         self.saved_step = self.step
         barrier(self.info)
         return path

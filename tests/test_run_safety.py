@@ -1,0 +1,314 @@
+"""Nothing lost during training: the run folder's lock, --overwrite, resumed logs, kills, Ctrl-C, a full disk."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from minitransformer.__main__ import main
+from minitransformer.training import TrainOptions, load_checkpoint, read_log, train
+from minitransformer.training.runlock import LOCK_NAME, RunFolderLocked, RunLock
+from minitransformer.training.trainer import Trainer
+from minitransformer.utils import OutputError
+
+from test_training import REPO_ROOT
+from test_training import TINY as TRAINING_TINY
+from test_training import _private_cache  # noqa: F401 (autouse: tokenizer caches in a temporary folder)
+
+TINY = {**TRAINING_TINY, "eval_sentences": 8, "test_beam": 1}
+TIMING = {"time", "tokens_per_s", "eval_seconds", "seconds"}
+
+
+def _options(out: Path, **changes: Any) -> TrainOptions:
+    return TrainOptions(**{**TINY, "out": str(out), **changes})
+
+
+def _records(out: Path) -> list[dict[str, Any]]:
+    """The log without the setup records (a resume adds one) and without clock readings."""
+    return [{k: v for k, v in r.items() if k not in TIMING and k != "path"}
+            for r in read_log(out / "log.jsonl") if r["event"] != "setup"]
+
+
+def _same_weights(a: Path, b: Path) -> None:
+    wa, wb = load_checkpoint(a)["model"], load_checkpoint(b)["model"]
+    assert wa.keys() == wb.keys()
+    for name in wa:
+        torch.testing.assert_close(wa[name], wb[name], rtol=0, atol=0, msg=name)
+
+
+def _crash_at(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
+    """Make the training step that would reach ``step`` die, as a killed process would."""
+    real = Trainer.train_step
+
+    def train_step(self: Trainer, *args: Any) -> Any:
+        if self.step + 1 == step:
+            raise RuntimeError("simulated crash")
+        return real(self, *args)
+
+    monkeypatch.setattr(Trainer, "train_step", train_step)
+
+
+# --- resuming --------------------------------------------------------------------
+def test_a_crashed_run_resumes_to_the_same_losses_weights_and_log(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # log_every=2 and save_every=3: the checkpoint of step 3 falls inside a logging window and
+    # inside an epoch, so the sums behind the next loss record and the epoch's train_loss must
+    # come back from the checkpoint for the records to match.
+    changes = dict(max_steps=14, log_every=2, save_every=3)
+    whole = train(_options(tmp_path / "whole", **changes))
+    with monkeypatch.context() as patch:
+        _crash_at(patch, 11)
+        with pytest.raises(RuntimeError, match="simulated crash"):
+            train(_options(tmp_path / "parts", **changes))
+    log = tmp_path / "parts" / "log.jsonl"
+    assert any(r.get("step") == 10 for r in read_log(log))  # work after the checkpoint of step 9 ...
+    with open(log, "ab") as handle:
+        handle.write(b'{"event": "train", "step": 11, "lo')  # ... and a line cut off by the crash
+    resumed = train(_options(tmp_path / "parts", resume="auto", **changes))
+    assert resumed.step == whole.step == 14
+    a, b = _records(tmp_path / "whole"), _records(tmp_path / "parts")
+    assert [r for r in a if r["event"] == "epoch"]  # the run crossed epoch ends
+    assert a == b
+    _same_weights(whole.checkpoint, resumed.checkpoint)
+
+
+def test_the_epoch_train_loss_survives_a_stop_inside_the_epoch(tmp_path: Path) -> None:
+    whole = train(_options(tmp_path / "whole", max_steps=8))
+    train(_options(tmp_path / "parts", max_steps=2))
+    train(_options(tmp_path / "parts", max_steps=8, resume="auto"))
+    epochs = [{k: v for k, v in r.items() if k not in TIMING} for r in read_log(tmp_path / "whole" / "log.jsonl")
+              if r["event"] == "epoch"]
+    resumed = [{k: v for k, v in r.items() if k not in TIMING} for r in read_log(tmp_path / "parts" / "log.jsonl")
+               if r["event"] == "epoch" and r["step"] > 2]
+    assert epochs and epochs == resumed  # train_loss included, bit for bit
+    assert whole.metrics["train_loss"] == load_checkpoint(tmp_path / "parts")["metrics"]["train_loss"]
+
+
+def test_a_kill_during_the_best_copy_leaves_a_best_pt_after_the_resume(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    first = train(_options(tmp_path, max_steps=3))
+    checkpoint = load_checkpoint(first.checkpoint)
+    assert checkpoint["metrics"]["best_step"] == 3
+    (tmp_path / "best.pt").unlink()  # killed while copying: only the unfinished temporary file is left
+    (tmp_path / ".best.pt.x1y2.part").write_bytes(b"PK half")
+    resumed = train(_options(tmp_path, max_steps=3, resume="auto"))
+    out = capsys.readouterr().out
+    assert "best.pt did not hold the best checkpoint (step 3): copied it again" in out
+    assert "removed 1 unfinished file" in out
+    assert load_checkpoint(tmp_path / "best.pt")["step"] == 3 and resumed.step == 3
+    assert not list(tmp_path.glob("*.part")) and not list(tmp_path.glob(".*.part"))
+
+
+def test_resuming_from_an_earlier_checkpoint_moves_the_later_ones_aside(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    train(_options(tmp_path, max_steps=6, save_every=2))
+    capsys.readouterr()
+    again = train(_options(tmp_path, max_steps=6, save_every=2, resume=str(tmp_path / "checkpoint-00000004.pt")))
+    aside = tmp_path / ".after-step-00000004"
+    assert f"file(s) of steps after 4, the step resumed from, to {aside}" in capsys.readouterr().out
+    _same_weights(aside / "checkpoint-00000006.pt", again.checkpoint)  # kept, and the same run again
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*.pt")) == [
+        "checkpoint-00000002.pt", "checkpoint-00000004.pt", "checkpoint-00000006.pt"]
+    assert load_checkpoint(tmp_path / "best.pt")["step"] == load_checkpoint(again.checkpoint)["metrics"]["best_step"]
+
+
+def test_kill_9_loses_only_the_work_since_the_last_checkpoint(tmp_path: Path) -> None:
+    # A real SIGKILL in a child process, once the checkpoint of step 4 and its log record are
+    # written; the child sleeps 2 s in each later step so that the kill finds it training.
+    out, reference = tmp_path / "killed", tmp_path / "whole"
+    changes = dict(max_steps=8, save_every=2)
+    script = (
+        "import sys, time, torch\n"
+        "from minitransformer.training import TrainOptions, train\n"
+        "from minitransformer.training.trainer import Trainer\n"
+        f"torch.set_num_threads({torch.get_num_threads()})\n"
+        "real = Trainer.train_step\n"
+        "def slow(self, *a):\n"
+        "    if self.step >= 4:\n"
+        "        time.sleep(2.0)\n"
+        "    return real(self, *a)\n"
+        "Trainer.train_step = slow\n"
+        f"train(TrainOptions(**{_options(out, **changes).to_dict()!r}))\n"
+    )
+    env = dict(os.environ, TQDM_DISABLE="1", PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    child = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        log = out / "log.jsonl"
+        while not (log.is_file() and "checkpoint-00000004.pt" in log.read_text()):
+            assert child.poll() is None, child.communicate()[0]
+            assert time.monotonic() < deadline, "no checkpoint of step 4 within 120 s"
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert (out / LOCK_NAME).is_file()  # left behind by the killed process
+    whole = train(_options(reference, **changes))
+    resumed = train(_options(out, resume="auto", **changes))
+    assert resumed.step == 8
+    assert _records(reference) == _records(out)
+    _same_weights(whole.checkpoint, resumed.checkpoint)
+
+
+# --- --overwrite -------------------------------------------------------------------
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != LOCK_NAME}
+
+
+@pytest.mark.parametrize("bad", [dict(n_heads=3), dict(tgt_locale="xx_XX"), dict(dataset="text", src_file="missing.txt",
+                                 tgt_file="missing.txt", valid_src_file="missing.txt", valid_tgt_file="missing.txt")])
+def test_overwrite_keeps_the_earlier_run_when_the_new_one_fails(tmp_path: Path, bad: dict[str, Any]) -> None:
+    train(_options(tmp_path, max_steps=2))
+    before = _snapshot(tmp_path)
+    assert {"checkpoint-00000002.pt", "best.pt", "log.jsonl"} <= set(before)
+    with pytest.raises(Exception):  # which error is the options' business; here: nothing is lost
+        train(_options(tmp_path, max_steps=2, overwrite=True, **bad))
+    assert _snapshot(tmp_path) == before
+    assert not (tmp_path / LOCK_NAME).exists()
+
+
+def test_overwrite_restores_the_earlier_run_if_training_dies_before_a_checkpoint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    train(_options(tmp_path, max_steps=2))
+    before = _snapshot(tmp_path)
+    _crash_at(monkeypatch, 2)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        train(_options(tmp_path, max_steps=4, overwrite=True, seed=1))
+    assert "the earlier run's 5 files are back" in capsys.readouterr().out
+    now = _snapshot(tmp_path)
+    assert {k: now[k] for k in before} == before and not (tmp_path / ".replaced-run").exists()
+
+
+def test_overwrite_replaces_the_earlier_run_after_the_first_checkpoint(tmp_path: Path) -> None:
+    train(_options(tmp_path, max_steps=3))
+    again = train(_options(tmp_path, max_steps=2, overwrite=True))
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*.pt")) == [again.checkpoint.name]
+    assert not (tmp_path / ".replaced-run").exists()
+    assert load_checkpoint(tmp_path / "best.pt")["step"] == 2
+
+
+def test_files_set_aside_by_a_killed_overwrite_come_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    train(_options(tmp_path, max_steps=2))
+    aside = tmp_path / ".replaced-run"
+    aside.mkdir()
+    for path in [*tmp_path.glob("checkpoint-*.pt"), tmp_path / "best.pt", tmp_path / "log.jsonl"]:
+        path.rename(aside / path.name)  # what a kill -9 right after setting them aside leaves
+    resumed = train(_options(tmp_path, max_steps=3, resume="auto"))
+    assert "put back 3 files of an earlier run" in capsys.readouterr().out
+    assert resumed.step == 3 and not aside.exists()
+
+
+# --- the lock ----------------------------------------------------------------------
+def test_a_second_writer_is_refused_and_a_stale_lock_taken_over(tmp_path: Path) -> None:
+    holder = (f"import sys, time\nsys.path.insert(0, {str(REPO_ROOT)!r})\n"
+              "from minitransformer.training.runlock import RunLock\n"
+              f"RunLock({str(tmp_path)!r}).acquire()\nprint('locked', flush=True)\ntime.sleep(120)\n")
+    child = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "locked"
+        with pytest.raises(RunFolderLocked, match=rf"run folder {tmp_path} is in use by process {child.pid} on "):
+            train(_options(tmp_path, max_steps=1))
+    finally:
+        child.kill()
+        child.wait()
+    assert not list(tmp_path.glob("checkpoint-*"))  # the refused run wrote nothing
+    lock = RunLock(tmp_path)
+    assert f"left by process {child.pid}" in (lock.acquire() or "")  # the killed holder's lock is stale
+    lock.release()
+    assert not (tmp_path / LOCK_NAME).exists()
+
+
+def test_a_lock_naming_a_live_process_is_respected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / LOCK_NAME).write_text(json.dumps({"pid": os.getppid(), "host": socket.gethostname()}))
+    args = ["train", "--train-size", "60", "--max-steps", "1", "--out", str(tmp_path)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"is in use by process {os.getppid()}" in err
+    (tmp_path / LOCK_NAME).write_text(json.dumps({"pid": 2**22 + 12345, "host": socket.gethostname()}))
+    lock = RunLock(tmp_path)
+    assert "which is no longer running" in (lock.acquire() or "")
+    with pytest.raises(RunFolderLocked):  # a second lock in the same process is refused too
+        RunLock(tmp_path).acquire()
+    lock.release()
+
+
+# --- interrupts and full disks ------------------------------------------------------
+def test_a_second_ctrl_c_during_the_save_waits_for_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import minitransformer.training.trainer as trainer_module
+
+    real_step, real_save = Trainer.train_step, trainer_module.save_checkpoint
+
+    def step(self: Trainer, *args: Any) -> Any:
+        if self.step == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # the first Ctrl-C: stop after this step
+        return real_step(self, *args)
+
+    def save(*args: Any, **kwargs: Any) -> Path:
+        os.kill(os.getpid(), signal.SIGINT)  # the second one, while the checkpoint is being written
+        return real_save(*args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "train_step", step)
+    monkeypatch.setattr(trainer_module, "save_checkpoint", save)
+    args = ["train", "--train-size", "60", "--d-model", "16", "--n-heads", "2", "--d-ff", "32", "--layers", "1",
+            "--batch-tokens", "200", "--eval-sentences", "8", "--max-steps", "50", "--out", str(tmp_path)]
+    assert main(args) == 130
+    out = capsys.readouterr().out
+    assert f"interrupted at step 3: the newest checkpoint is {tmp_path / 'checkpoint-00000003.pt'} (step 3)" in out
+    assert load_checkpoint(tmp_path)["step"] == 3 and not list(tmp_path.glob(".*.part"))
+
+
+def test_a_second_ctrl_c_during_a_step_says_what_is_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    real_step = Trainer.train_step
+
+    def step(self: Trainer, *args: Any) -> Any:
+        if self.step == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_step(self, *args)
+
+    monkeypatch.setattr(Trainer, "train_step", step)
+    with pytest.raises(KeyboardInterrupt):
+        train(_options(tmp_path, max_steps=50, save_every=2))
+    newest = tmp_path / "checkpoint-00000002.pt"
+    assert (f"interrupted at step 3: the newest checkpoint is {newest} (step 2); the 1 step after it was not saved"
+            in capsys.readouterr().out)
+    assert load_checkpoint(tmp_path)["step"] == 2
+
+
+def test_a_full_disk_during_a_checkpoint_keeps_the_previous_one(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import minitransformer.training.checkpoint as checkpoint_module
+
+    real_save = torch.save
+    calls = []
+
+    def save(obj: Any, handle: Any) -> None:
+        calls.append(obj["step"])
+        if obj["step"] == 4:
+            handle.write(b"PK\x03\x04 the first bytes")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_save(obj, handle)
+
+    monkeypatch.setattr(checkpoint_module.torch, "save", save)
+    with pytest.raises(OutputError, match=r"disk full while writing .*checkpoint-00000004\.pt .*the partial file "
+                                          r"\.checkpoint-00000004\.pt\..*\.part was removed"):
+        train(_options(tmp_path, max_steps=6, save_every=2))
+    assert load_checkpoint(tmp_path)["step"] == 2
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
