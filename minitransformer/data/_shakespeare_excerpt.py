@@ -1,7 +1,7 @@
 """A few well-known passages of Shakespeare (public domain), typed in play format.
 
 The fallback corpus of :func:`minitransformer.data.load_tiny_shakespeare` when the full
-Tiny Shakespeare file is neither on disk nor downloadable: small (about 6 KB), but real
+Tiny Shakespeare file is neither on disk nor downloadable: small (about 5 KB), but real
 English verse with speakers, line breaks and punctuation, enough for a character model to
 learn spelling, spaces and the shape of a speech.
 """

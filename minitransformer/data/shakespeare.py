@@ -12,7 +12,7 @@ for, first match wins:
 each as ``<folder>/tinyshakespeare/input.txt`` or ``<folder>/input.txt``. A file found must
 match the SHA-256 below. When none is found it is downloaded into the cache (``download=True``),
 and when that fails too the loader falls back to a built-in excerpt of a few famous speeches
-(about 6 KB), so lessons and tests also run offline. The full file is never part of the project.
+(about 5 KB), so lessons and tests also run offline. The full file is never part of the project.
 """
 
 from __future__ import annotations
