@@ -25,7 +25,8 @@ from .embeddings import PositionalEncoding, TokenEmbedding
 from .masks import make_causal_mask, make_padding_mask
 from .model import Encoder
 
-__all__ = ["BagOfWordsClassifier", "DecoderOnlyLM", "EncoderClassifier", "masked_mean", "next_token_probabilities", "sample_next_token"]
+__all__ = ["BagOfWordsClassifier", "DecoderOnlyLM", "EncoderClassifier", "masked_mean", "next_token_probabilities",
+           "sample_next_token"]
 
 
 def _init_weights(module: nn.Module) -> None:

@@ -14,7 +14,8 @@ from minitransformer.data import (ChecksumError, CharTokenizer, lm_batch, load_t
 from minitransformer.data import shakespeare
 
 # Reference data beside the checkout (never committed), as in conftest.py; MINITRANSFORMER_DATA_DIR names another.
-SHARED_DATA = Path(os.environ.get("MINITRANSFORMER_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data")
+SHARED_DATA = Path(os.environ.get("MINITRANSFORMER_DATA_DIR")
+                   or Path(__file__).resolve().parents[2] / "shared" / "data")
 SHAKESPEARE = SHARED_DATA / "tinyshakespeare" / "input.txt"
 
 
