@@ -26,6 +26,8 @@ from .training import (
     transformer_scheduler,
 )
 from .utils import get_device, set_seed
+from .variants import (BagOfWordsClassifier, DecoderOnlyLM, EncoderClassifier, masked_mean, next_token_probabilities,
+                       sample_next_token)
 
 __version__ = "0.1.0"
 
@@ -72,4 +74,10 @@ __all__ = [
     "transformer_lr",
     "transformer_scheduler",
     "translate_sentences",
+    "BagOfWordsClassifier",
+    "DecoderOnlyLM",
+    "EncoderClassifier",
+    "masked_mean",
+    "next_token_probabilities",
+    "sample_next_token",
 ]

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
-from .cache import LayerCache
+from .cache import KVCache, LayerCache
 
 
 class LayerNorm(nn.Module):
@@ -81,19 +81,25 @@ class EncoderLayer(nn.Module):
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, src_mask: Tensor | None = None) -> Tensor:
-        return self.forward_with_weights(x, src_mask, need_weights=False)[0]
+    def forward(self, x: Tensor, src_mask: Tensor | None = None, cache: KVCache | None = None) -> Tensor:
+        return self.forward_with_weights(x, src_mask, need_weights=False, cache=cache)[0]
 
     def forward_with_weights(self, x: Tensor, src_mask: Tensor | None = None,
-                             need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
-        """Like ``forward``, also returning the self-attention weights (B, H, S, S)."""
+                             need_weights: bool = True,
+                             cache: KVCache | None = None) -> tuple[Tensor, Tensor | None]:
+        """Like ``forward``, also returning the self-attention weights (B, H, S, S).
+
+        With ``cache`` (used by the decoder-only language model of lesson 09, whose blocks are
+        encoder layers under a causal mask), ``x`` holds only the new positions and attends to
+        the cached ones too; the weights are then (B, H, S_new, S_cached + S_new).
+        """
         if self.norm_first:
             h = self.norm1(x)
-            attn, weights = self.self_attn(h, h, h, src_mask, need_weights=need_weights)
+            attn, weights = self.self_attn(h, h, h, src_mask, need_weights=need_weights, cache=cache)
             x = x + self.dropout1(attn)
             x = x + self.dropout2(self.feed_forward(self.norm2(x)))
         else:
-            attn, weights = self.self_attn(x, x, x, src_mask, need_weights=need_weights)
+            attn, weights = self.self_attn(x, x, x, src_mask, need_weights=need_weights, cache=cache)
             x = self.norm1(x + self.dropout1(attn))
             x = self.norm2(x + self.dropout2(self.feed_forward(x)))
         return x, weights  # (B, S, D)

@@ -5,6 +5,8 @@
 - :func:`load_parallel_text`: any pair of line-aligned text files.
 - :class:`SharedTokenizer`: BPE vocabulary shared by source and target.
 - :class:`Vocabulary`: a tiny word-level vocabulary for in-notebook examples.
+- :func:`load_tiny_shakespeare`, :class:`CharTokenizer`: the language-model corpus of lesson 09.
+- :func:`load_word_order`: the sentence-classification task of lesson 09.
 - :class:`TokenBatchSampler`, :func:`collate_pairs`, :class:`Batch`: token-budget batches.
 """
 
@@ -13,7 +15,9 @@ from .dates import date_pair, load_dates
 from .multi30k import ChecksumError, fetch_multi30k, load_multi30k, multi30k_dir
 from .text import load_parallel_text, read_lines, user_cache_dir
 from .tokenizer import SharedTokenizer, TokenizationReport, tokenization_report
+from .shakespeare import CharTokenizer, Corpus, lm_batch, load_tiny_shakespeare, split_ids
 from .vocab import Vocabulary
+from .word_order import WordOrderData, load_word_order, pad_sequences, shuffle_word_order
 
 __all__ = [
     "Batch",
@@ -22,6 +26,15 @@ __all__ = [
     "TokenBatchSampler",
     "TokenizationReport",
     "Vocabulary",
+    "CharTokenizer",
+    "Corpus",
+    "WordOrderData",
+    "lm_batch",
+    "load_tiny_shakespeare",
+    "load_word_order",
+    "pad_sequences",
+    "shuffle_word_order",
+    "split_ids",
     "collate_pairs",
     "date_pair",
     "fetch_multi30k",

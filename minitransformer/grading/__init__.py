@@ -24,6 +24,8 @@ from .attention_checks import (check_causal_mask, check_padding_mask, check_posi
                                check_scaled_dot_product_attention)
 from .decoding_checks import check_greedy_decode, check_label_smoothing_target, check_target_mask
 from .layer_checks import check_encoder_layer, check_feed_forward, check_layer_norm, check_multi_head_attention
+from .variant_checks import (check_decoder_only_logits, check_family_choice, check_masked_mean,
+                             check_next_token_probabilities)
 # COURSE_EXERCISES stays importable from here, as before, though not in __all__.
 from .notebooks import COURSE_EXERCISES, Report, TaskResult, grade_notebook, main  # noqa: F401
 
@@ -31,6 +33,10 @@ __all__ = [
     "Report",
     "TaskResult",
     "check_causal_mask",
+    "check_decoder_only_logits",
+    "check_family_choice",
+    "check_masked_mean",
+    "check_next_token_probabilities",
     "check_encoder_layer",
     "check_feed_forward",
     "check_greedy_decode",
