@@ -81,6 +81,8 @@ class Trainer:
         self.metrics: dict[str, Any] = {}
         self.saved_step = -1
         self.grad_norm: torch.Tensor | None = None
+        self.deadline: float | None = None  # perf_counter() time set by options.time_budget
+        self.time_up = False  # agreed by all processes, so that they stop at the same step
 
     # --- pieces -----------------------------------------------------------------
     def autocast(self) -> contextlib.AbstractContextManager:
@@ -147,6 +149,8 @@ class Trainer:
     def run(self, stop: StopRequest) -> bool:
         """Train until the end; returns True when stopped by a signal (a checkpoint is written)."""
         o = self.options
+        if o.time_budget is not None:
+            self.deadline = time.perf_counter() + o.time_budget
         epochs = o.epochs if o.epochs is not None else 10**9
         total = [o.max_steps] if o.max_steps else []
         if o.epochs is not None:
@@ -181,6 +185,8 @@ class Trainer:
         o = self.options
         if o.max_steps is not None and self.step >= o.max_steps:
             return True
+        if self.time_up:
+            return True
         reached = self.metrics.get("val_" + self.metric, -math.inf)
         return o.target is not None and o.target > 0 and reached >= o.target
 
@@ -194,9 +200,12 @@ class Trainer:
         self.module.train()
         for done, window in self._windows():
             local_tokens = sum(len(self.train_ids[i][1]) for b in window for i in b)
-            global_tokens, stop_votes = all_reduce_sum([local_tokens, float(stop.requested)], info, self.device)
+            late = self.deadline is not None and time.perf_counter() >= self.deadline
+            global_tokens, stop_votes, late_votes = all_reduce_sum([local_tokens, float(stop.requested), float(late)],
+                                                                   info, self.device)
             if stop_votes > 0:
                 return True
+            self.time_up = self.time_up or late_votes > 0  # this step is the last one
             loss, nll, n_tgt, n_all = self.train_step(window, global_tokens)
             self.step += 1
             self.batches_done = done
@@ -210,11 +219,12 @@ class Trainer:
                 mean_loss = since_loss.item() / max(since_tgt, 1)
                 lr = self.scheduler.get_last_lr()[0]
                 tokens_per_s = since_all * info.world_size / max(seconds, 1e-9)
+                tgt_tokens_per_s = since_tgt * info.world_size / max(seconds, 1e-9)
                 bar.set_postfix(loss=f"{mean_loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}", refresh=False)
                 grad = float(self.grad_norm) if self.grad_norm is not None else None
                 self.log.write("train", step=self.step, epoch=self.epoch, loss=mean_loss,
                                nll=since_nll.item() / max(since_tgt, 1), lr=lr, tokens_per_s=tokens_per_s,
-                               grad_norm=grad)
+                               tgt_tokens_per_s=tgt_tokens_per_s, grad_norm=grad)
                 epoch_loss += since_loss.item()
                 epoch_tokens += since_tgt
                 since_loss.zero_()
@@ -223,7 +233,7 @@ class Trainer:
                 since_time = time.perf_counter()
             if o.save_every and self.step % o.save_every == 0:
                 self.save()
-            if o.max_steps is not None and self.step >= o.max_steps:
+            if (o.max_steps is not None and self.step >= o.max_steps) or self.time_up:
                 break
         else:
             self.batches_done = 0
