@@ -114,11 +114,11 @@ def plot_result(result: dict[str, Any]) -> Any:
                     title=f"{result['model']['preset']} model on {result['training']['dataset']}")
     modes = [m for m in ("eager", "compiled") if result["comparison"].get(m)]
     for k, (name, label) in enumerate((("ours", "minitransformer"), ("torch", "nn.Transformer"))):
-        values = [result["comparison"][m][name]["tokens_per_s"] / 1e3 for m in modes]
+        values = [result["comparison"][m][name]["tokens_per_s"] for m in modes]
         bars = right.bar([i + 0.4 * k for i in range(len(modes))], values, width=0.38, label=label)
-        right.bar_label(bars, fmt="%.0f")
+        right.bar_label(bars, labels=[f"{v:,.0f}" for v in values])
     right.set_xticks([i + 0.2 for i in range(len(modes))], modes)
-    right.set_ylabel("thousand tokens per second")
+    right.set_ylabel("tokens per second (source + target)")
     right.set_title(f"training step on {result['device']['name']}")
     right.legend(loc="lower right")
     return figure
