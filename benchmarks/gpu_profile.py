@@ -2,8 +2,8 @@
 
 Usage:
     python benchmarks/gpu_profile.py --data-dir DIR             # one CUDA GPU: about 9 minutes in all
-    python benchmarks/gpu_profile.py --preset tiny --max-steps 20 --train-size 2000 --eval-sentences 50 \\
-        --data-dir DIR --out /tmp/profile                       # the same code path on a CPU, in seconds
+    python benchmarks/gpu_profile.py --preset tiny --max-steps 20 --train-size 500 --eval-sentences 10 \\
+        --data-dir DIR --out /tmp/profile                       # the same code path on a CPU, under a minute
 
 On a CUDA GPU it
 1. times a training step of our Transformer and of torch.nn.Transformer holding the same
@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "3 elsewhere)")
     p.add_argument("--compare-length", type=int, default=32, help="padded sentence length of the comparison's "
                                                                   "batches (default: 32)")
-    p.add_argument("--run-dir", default="runs/gpu_profile", help="the training run's folder (default: runs/gpu_profile)")
+    p.add_argument("--run-dir", default="runs/gpu_profile",
+                   help="the training run's folder (default: runs/gpu_profile)")
     p.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"),
                    help="folder for the result JSON and loss PNG (default: benchmarks/results)")
     return p

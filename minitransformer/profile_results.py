@@ -77,8 +77,8 @@ def result_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
                   f"{model['parameters'] / 1e6:.1f}M parameters"),
         ("precision", ("bf16 autocast" if training["bf16"] else "fp32")
          + (", torch.compile" if training["compiled"] else "") + (", fused Adam" if training["fused_adam"] else "")),
-        ("wall time", f"{run['wall_seconds'] / 60:.1f} min ({training['train_seconds'] / 60:.1f} min training, "
-                      f"{training['steps']:,} steps)"),
+        ("wall time", f"{run['wall_seconds'] / 60:.1f} min ({training['train_seconds'] / 60:.1f} min in the "
+                      f"training run, {training['steps']:,} steps)"),
         ("tokens per second", f"{training['tokens_per_s']:,.0f} (target tokens: {training['tgt_tokens_per_s']:,.0f})"),
         ("MFU", "unknown (no peak for this device)" if mfu is None else
          f"{100 * mfu:.1f}% of {peak:.0f} TFLOP/s dense bf16"),

@@ -329,7 +329,6 @@ def compare_with_torch(model: Transformer, batches: Sequence[Batch], device: tor
     for name, module in (("ours", ours), ("torch", theirs)):
         timings[name] = time_training_steps(module, batches, device, bf16=bf16, steps=steps, warmup=warmup,
                                             pad_id=pad).to_dict()
-        del module
     ratio = timings["ours"]["tokens_per_s"] / timings["torch"]["tokens_per_s"]
     return {**timings, "ratio": ratio}
 
