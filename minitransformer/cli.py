@@ -76,6 +76,8 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     run.add_argument("--epochs", type=int, help="passes over the training data" + _recipe("epochs"))
     run.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (with --epochs, "
                                                    "whichever comes first; alone, no epoch limit)")
+    run.add_argument("--time-budget", type=float, help="stop after the step that passes this many seconds of "
+                                                       "training (compilation and validation included)")
     run.add_argument("--warmup", type=int, help="warm-up steps of the learning rate (paper: 4000)" + _recipe("warmup"))
     run.add_argument("--lr-factor", type=float, help="lr = factor * d_model^-0.5 * min(step^-0.5, "
                                                      "step * warmup^-1.5)" + _recipe("lr_factor"))

@@ -25,6 +25,18 @@ def test_layer_norm_equals_torch():
         assert_close(ours(x), theirs(x), **TOL)
 
 
+def test_layer_norm_computes_the_formula_of_lesson_05():
+    # The module calls the fused F.layer_norm; the lesson derives it by hand, as here.
+    norm = LayerNorm(12, eps=1e-5)
+    _randomize(norm)
+    x = torch.randn(4, 3, 12, dtype=torch.float64) * 3 + 1
+    mean = x.mean(dim=-1, keepdim=True)
+    var = (x - mean).pow(2).mean(dim=-1, keepdim=True)  # biased, as in the paper by Ba et al.
+    by_hand = (x - mean) / torch.sqrt(var + 1e-5) * norm.weight.double() + norm.bias.double()
+    assert_close(norm.double()(x), by_hand, atol=1e-6, rtol=1e-6)
+    assert_close(norm.float()(x.float()), by_hand.float(), atol=1e-6, rtol=1e-6)
+
+
 def test_feed_forward_is_position_wise():
     ff = PositionwiseFeedForward(8, 32, dropout=0.0)
     x = torch.randn(2, 5, 8)

@@ -69,6 +69,8 @@ class TrainOptions:
         accumulate: batches whose gradients add up before each optimizer step.
         epochs: passes over the training data.
         max_steps: stop after this many optimizer steps (whichever of the two comes first).
+        time_budget: stop after the step that passes this many seconds of training (the
+            loop itself: compilation and validation count, setup does not); None: no limit.
         warmup: warm-up steps of the learning-rate schedule (paper: 4000).
         lr_factor: factor of the schedule.
         label_smoothing: eps_ls (paper: 0.1).
@@ -117,6 +119,7 @@ class TrainOptions:
     accumulate: int = 1
     epochs: int | None = None
     max_steps: int | None = None
+    time_budget: float | None = None
     warmup: int | None = None
     lr_factor: float | None = None
     label_smoothing: float = 0.1
@@ -148,6 +151,8 @@ class TrainOptions:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1 when given, got {value}")
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise ValueError(f"time_budget must be a positive number of seconds, got {self.time_budget}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         if self.clip_norm < 0:

@@ -87,6 +87,8 @@ class Trainer:
         self.running: dict[str, float] = dict(RUNNING_ZERO)
         self.stop: StopRequest | None = None
         self.on_save: Callable[[Path], None] | None = None  # called after each checkpoint is written
+        self.deadline: float | None = None  # perf_counter() time set by options.time_budget
+        self.time_up = False  # agreed by all processes, so that they stop at the same step
 
     # --- pieces -----------------------------------------------------------------
     def autocast(self) -> contextlib.AbstractContextManager:
@@ -154,6 +156,8 @@ class Trainer:
         """Train until the end; returns True when stopped by a signal (a checkpoint is written)."""
         o = self.options
         self.stop = stop
+        if o.time_budget is not None:
+            self.deadline = time.perf_counter() + o.time_budget
         epochs = o.epochs if o.epochs is not None else 10**9
         total = [o.max_steps] if o.max_steps else []
         if o.epochs is not None:
@@ -188,6 +192,8 @@ class Trainer:
         o = self.options
         if o.max_steps is not None and self.step >= o.max_steps:
             return True
+        if self.time_up:
+            return True
         reached = self.metrics.get("val_" + self.metric, -math.inf)
         return o.target is not None and o.target > 0 and reached >= o.target
 
@@ -206,10 +212,13 @@ class Trainer:
         self.module.train()
         for done, window in self._windows():
             local_tokens = sum(len(self.train_ids[i][1]) for b in window for i in b)
-            global_tokens, stop_votes = all_reduce_sum([local_tokens, float(stop.requested)], info, self.device)
+            late = self.deadline is not None and time.perf_counter() >= self.deadline
+            global_tokens, stop_votes, late_votes = all_reduce_sum([local_tokens, float(stop.requested), float(late)],
+                                                                   info, self.device)
             if stop_votes > 0:
                 keep_sums()
                 return True
+            self.time_up = self.time_up or late_votes > 0  # this step is the last one
             loss, nll, n_tgt, n_all = self.train_step(window, global_tokens)
             self.step += 1
             self.batches_done = done
@@ -223,11 +232,12 @@ class Trainer:
                 mean_loss = since_loss.item() / max(since_tgt, 1)
                 lr = self.scheduler.get_last_lr()[0]
                 tokens_per_s = since_all * info.world_size / max(seconds, 1e-9)
+                tgt_tokens_per_s = since_tgt * info.world_size / max(seconds, 1e-9)
                 bar.set_postfix(loss=f"{mean_loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}", refresh=False)
                 grad = float(self.grad_norm) if self.grad_norm is not None else None
                 self.log.write("train", step=self.step, epoch=self.epoch, loss=mean_loss,
                                nll=since_nll.item() / max(since_tgt, 1), lr=lr, tokens_per_s=tokens_per_s,
-                               grad_norm=grad)
+                               tgt_tokens_per_s=tgt_tokens_per_s, grad_norm=grad)
                 epoch_loss += since_loss.item()
                 epoch_tokens += since_tgt
                 since_loss.zero_()
@@ -237,7 +247,7 @@ class Trainer:
             if o.save_every and self.step % o.save_every == 0:
                 keep_sums()
                 self.save()
-            if o.max_steps is not None and self.step >= o.max_steps:
+            if (o.max_steps is not None and self.step >= o.max_steps) or self.time_up:
                 break
         else:
             self.batches_done = 0

@@ -1,0 +1,235 @@
+"""The GPU profile in one command: the paper's base model trained on Multi30k de->en, measured.
+
+Usage:
+    python benchmarks/gpu_profile.py --data-dir DIR             # one CUDA GPU: about 9 minutes in all
+    python benchmarks/gpu_profile.py --preset tiny --max-steps 20 --train-size 500 --eval-sentences 10 \\
+        --data-dir DIR --out /tmp/profile                       # the same code path on a CPU, under a minute
+
+On a CUDA GPU it
+1. times a training step of our Transformer and of torch.nn.Transformer holding the same
+   weights, at the same shapes, batch and precision, eager and compiled (the ratio of
+   tokens per second, ours / theirs);
+2. trains the model with the package's own training run (``minitransformer.train``): bf16
+   autocast, torch.compile, fused Adam, until the recipe's epochs or the time left of
+   --time-budget (minus --reserve for the final evaluation) runs out;
+3. scores the test split (Multi30k test2016) with sacreBLEU on detokenized output, its
+   default 13a tokenizer, greedy and beam 4 (length penalty 0.6);
+4. writes ``<out>/<gpu name>.json`` (every figure, the loss curve, the date and the command)
+   and ``<out>/<gpu name>-loss.png``, and prints a short table last.
+
+Throughput is the median over the run's log intervals (the first two, which hold the
+compilation, left out); MFU counts model FLOPs as in the PaLM paper's appendix (see
+``minitransformer.profiling``) over the GPU's dense bf16 peak, "unknown" for a GPU not in
+the table. On a CPU nothing is compiled or in bf16 unless asked, and MFU is unknown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))  # run from a checkout without installing the package
+
+from minitransformer import Transformer, TransformerConfig, get_device, set_seed  # noqa: E402
+from minitransformer.profile_results import SCHEMA, format_result_table, result_path  # noqa: E402
+from minitransformer.profiling import (compare_with_torch, device_name, mfu, peak_memory,  # noqa: E402
+                                       peak_tflops, reset_peak_memory, stack_parameters, synthetic_batches,
+                                       training_flops)
+from minitransformer.training import TrainOptions, loss_curves, read_log, save_loss_plot, train  # noqa: E402
+from minitransformer.utils import atomic_write  # noqa: E402
+
+#: Splits scored at the end, by dataset.
+TEST_SPLITS = {"multi30k": "test2016", "dates": "test"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--time-budget", type=float, default=540.0,
+                   help="seconds for the whole command, compilation and evaluation included (default: 540)")
+    p.add_argument("--reserve", type=float, default=90.0,
+                   help="seconds of the budget kept for the final evaluation and files (default: 90)")
+    p.add_argument("--preset", choices=("tiny", "base", "big"), default="base", help="model preset (default: base)")
+    p.add_argument("--max-steps", type=int, help="stop training after this many steps")
+    p.add_argument("--epochs", type=int, help="epochs of training (default: the recipe's)")
+    p.add_argument("--dataset", choices=tuple(TEST_SPLITS), default="multi30k", help="default: multi30k")
+    p.add_argument("--data-dir", help="folder with the Multi30k .gz files (default: the package's cache)")
+    p.add_argument("--train-size", type=int, help="use only the first N training pairs")
+    p.add_argument("--eval-sentences", type=int, help="sentences translated for validation and test (default: all)")
+    p.add_argument("--batch-tokens", type=int, help="token budget of each side of a batch (default: the recipe's)")
+    p.add_argument("--warmup", type=int, help="warm-up steps (default: the recipe's)")
+    p.add_argument("--lr-factor", type=float, help="factor of the learning-rate schedule (default: the recipe's)")
+    p.add_argument("--device", default="auto", help="auto, cuda, cpu (default: auto)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="torch.compile for training and the comparison (default: on CUDA only)")
+    p.add_argument("--compare-steps", type=int, help="timed steps per model in the comparison (default: 30 on CUDA, "
+                                                     "3 elsewhere)")
+    p.add_argument("--compare-length", type=int, default=32, help="padded sentence length of the comparison's "
+                                                                  "batches (default: 32)")
+    p.add_argument("--run-dir", default="runs/gpu_profile",
+                   help="the training run's folder (default: runs/gpu_profile)")
+    p.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"),
+                   help="folder for the result JSON and loss PNG (default: benchmarks/results)")
+    return p
+
+
+def _git_commit() -> str | None:
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
+
+
+def _with_mfu(timing: dict[str, Any], flops_per_token: float, peak: float | None) -> dict[str, Any]:
+    return {**timing, "mfu": mfu(timing["tokens_per_s"] * flops_per_token, peak)}
+
+
+def compare(config: TransformerConfig, batch_tokens: int, length: int, steps: int, device: torch.device,
+            bf16: bool, compiled: bool, peak: float | None) -> dict[str, Any]:
+    """Ours vs nn.Transformer, eager and (when asked) compiled, on the same synthetic batches."""
+    set_seed(0)
+    model = Transformer(config)
+    batches = synthetic_batches(config.src_vocab_size, batch_tokens, length, count=4, pad_id=config.pad_id)
+    n_src = sum(b.n_src_tokens for b in batches)
+    n_tgt = sum(b.n_tgt_tokens for b in batches)
+    rows = len(batches) * len(batches[0])
+    enc, dec = stack_parameters(model)
+    per_token = training_flops(config, enc, dec, n_src, n_tgt, n_src / rows, n_tgt / rows) / (n_src + n_tgt)
+    out: dict[str, Any] = {"rows": len(batches[0]), "length": length, "batch_tokens": batch_tokens,
+                           "vocab_size": config.src_vocab_size, "bf16": bf16, "flops_per_token": per_token}
+    for mode in ("eager", "compiled"):
+        if mode == "compiled" and not compiled:
+            out[mode] = None
+            continue
+        found = compare_with_torch(model, batches, device, bf16=bf16, compile=mode == "compiled", steps=steps,
+                                   warmup=3)
+        out[mode] = {"ours": _with_mfu(found["ours"], per_token, peak),
+                     "torch": _with_mfu(found["torch"], per_token, peak), "ratio": found["ratio"]}
+        print(f"comparison, {mode}: ours {found['ours']['tokens_per_s']:,.0f} tokens/s, nn.Transformer "
+              f"{found['torch']['tokens_per_s']:,.0f} tokens/s: ratio {found['ratio']:.2f}", flush=True)
+        if mode == "compiled":
+            torch._dynamo.reset()  # the training run compiles its own model afresh
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return out
+
+
+def training_throughput(records: list[dict[str, Any]]) -> tuple[float, float]:
+    """Median all-token and target-token rates of the log's intervals, the first two (compilation) left out."""
+    rates = [r for r in records if r.get("event") == "train" and "tgt_tokens_per_s" in r]
+    if len(rates) > 4:
+        rates = rates[2:]
+    if not rates:
+        raise ValueError("the run's log has no throughput records: train for at least --log-every steps")
+    return (statistics.median(r["tokens_per_s"] for r in rates),
+            statistics.median(r["tgt_tokens_per_s"] for r in rates))
+
+
+def quality_signature(metric: str) -> str:
+    """How the quality figure was computed, in sacreBLEU's own words for BLEU."""
+    if metric != "bleu":
+        return "exact match of the whole output, in percent"
+    from sacrebleu.metrics import BLEU
+
+    scorer = BLEU()  # corpus_bleu's defaults: 13a tokenization, mixed case, exponential smoothing
+    scorer.corpus_score(["a"], [["a"]])  # the signature needs the number of references
+    return f"sacreBLEU on detokenized output, {scorer.get_signature()}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    started = time.perf_counter()
+    device = get_device(None if args.device == "auto" else args.device)
+    cuda = device.type == "cuda"
+    compiled = cuda if args.compile is None else args.compile
+    bf16 = cuda and torch.cuda.is_bf16_supported()
+    name = device_name(device)
+    peak = peak_tflops(name) if cuda else None
+    options = TrainOptions(
+        dataset=args.dataset, data_dir=args.data_dir, train_size=args.train_size, preset=args.preset,
+        device=str(device), precision="bf16" if bf16 else "fp32", compile=compiled, batch_tokens=args.batch_tokens,
+        epochs=args.epochs, max_steps=args.max_steps, warmup=args.warmup, lr_factor=args.lr_factor,
+        eval_sentences=args.eval_sentences, out=args.run_dir, overwrite=True, keep=1, show=3, test_beam=4,
+        log_every=10 if cuda else 1,
+    ).resolved()
+    print(f"GPU profile on {name} (peak {peak or 'unknown'} TFLOP/s dense bf16), budget {args.time_budget:.0f} s",
+          flush=True)
+
+    config = options.model_config(options.vocab_size or 8000)
+    batch_tokens = options.batch_tokens or 4096
+    steps = args.compare_steps or (30 if cuda else 3)
+    comparison = compare(config, batch_tokens, args.compare_length, steps, device, bf16, compiled, peak)
+
+    left = args.time_budget - (time.perf_counter() - started) - args.reserve
+    if left < 30:
+        print(f"warning: only {left:.0f} s of the budget are left for training", flush=True)
+    options.time_budget = max(left, 1.0)
+    reset_peak_memory(device)
+    trained = train(options)
+    memory = peak_memory(device)
+    if trained.interrupted:
+        print(f"interrupted: no result written (the run's checkpoint is in {trained.out})")
+        return 130
+
+    records = read_log(trained.out / "log.jsonl")
+    setup = next(r for r in records if r["event"] == "setup")
+    used = TransformerConfig.from_dict(setup["config"])
+    enc, dec = stack_parameters(Transformer(used))
+    tokens_per_s, tgt_per_s = training_throughput(records)
+    length = setup["mean_tokens"]
+    flops_per_s = training_flops(used, enc, dec, tokens_per_s - tgt_per_s, tgt_per_s, length, length)
+    metric = "bleu" if args.dataset != "dates" else "exact_match"
+    split = "test" if any(r["event"] == "test" for r in records) else "validation"
+    scale = 100.0 if metric == "exact_match" else 1.0
+    test_record = next(r for r in records if r["event"] == split)
+    slug_path = result_path(args.out, name)
+    slug_path.parent.mkdir(parents=True, exist_ok=True)
+    png = save_loss_plot(trained.out / "log.jsonl", slug_path.with_name(slug_path.stem + "-loss.png"))
+    result = {
+        "schema": SCHEMA,
+        "device": {"name": name, "type": device.type, "peak_bf16_tflops": peak, "torch": torch.__version__,
+                   "cuda": torch.version.cuda if cuda else None},
+        "run": {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "command": shlex.join(["python", "benchmarks/gpu_profile.py", *(argv if argv is not None
+                                                                                 else sys.argv[1:])]),
+                "git_commit": _git_commit(), "time_budget": args.time_budget,
+                "wall_seconds": time.perf_counter() - started},
+        "model": {"preset": args.preset, "d_model": used.d_model, "n_heads": used.n_heads, "d_ff": used.d_ff,
+                  "layers": used.n_encoder_layers, "dropout": used.dropout, "vocab_size": used.src_vocab_size,
+                  "parameters": setup["parameters"], "encoder_parameters": enc, "decoder_parameters": dec},
+        "training": {"dataset": "Multi30k de->en" if args.dataset == "multi30k" else "dates en->de",
+                     "steps": trained.step, "train_seconds": trained.seconds, "batch_tokens": options.batch_tokens,
+                     "warmup": options.warmup, "lr_factor": options.lr_factor, "bf16": bf16, "compiled": compiled,
+                     "fused_adam": cuda, "tokens_per_s": tokens_per_s, "tgt_tokens_per_s": tgt_per_s,
+                     "flops_per_token": flops_per_s / tokens_per_s, "mfu": mfu(flops_per_s, peak),
+                     "peak_memory_bytes": memory, "train_loss": trained.metrics.get("train_loss"),
+                     "val_loss": trained.metrics.get("val_loss"), "interrupted": trained.interrupted},
+        "quality": {"metric": metric, "split": TEST_SPLITS[args.dataset] if split == "test" else split,
+                    "sentences": test_record["n"], "greedy": scale * trained.metrics[f"{split}_{metric}"],
+                    "beam4": scale * trained.metrics[f"{split}_{metric}_beam4"],
+                    "signature": quality_signature(metric)},
+        "comparison": comparison,
+        "loss_curve": loss_curves(records),
+    }
+    path = atomic_write(slug_path, lambda f: f.write(json.dumps(result, indent=1).encode("utf-8")))
+    print(f"\nwrote {path} and {png}\n")
+    print(format_result_table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
