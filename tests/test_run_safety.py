@@ -27,7 +27,7 @@ from test_training import TINY as TRAINING_TINY
 from test_training import _private_cache  # noqa: F401 (autouse: tokenizer caches in a temporary folder)
 
 TINY = {**TRAINING_TINY, "eval_sentences": 8, "test_beam": 1}
-TIMING = {"time", "tokens_per_s", "eval_seconds", "seconds"}
+TIMING = {"time", "tokens_per_s", "tgt_tokens_per_s", "eval_seconds", "seconds"}
 
 
 def _options(out: Path, **changes: Any) -> TrainOptions:
