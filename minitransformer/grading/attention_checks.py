@@ -35,7 +35,7 @@ def _pe_variant(max_len: int, d_model: int, *, pair_exponent: bool = True, per_c
     return pe.float()
 
 
-@_isolated
+@_isolated(avoid=("minitransformer.embeddings:sinusoidal_positional_encoding", "minitransformer.embeddings:PositionalEncoding"))
 def check_positional_encoding(fn: Callable[[int, int], Tensor], *, task: int | str | None = None) -> None:
     """Check a sinusoidal positional-encoding table against :func:`sinusoidal_positional_encoding`.
 
@@ -114,7 +114,8 @@ def _attention_cases(g: torch.Generator) -> list[tuple[str, Tensor, Tensor, Tens
     ]
 
 
-@_isolated
+@_isolated(avoid=("minitransformer.attention:scaled_dot_product_attention", "minitransformer.attention:MultiHeadAttention",
+                   "torch.nn.functional:scaled_dot_product_attention", "torch.nn:MultiheadAttention"))
 def check_scaled_dot_product_attention(fn: Callable[..., tuple[Tensor, Tensor]], *,
                                        task: int | str | None = None) -> None:
     """Check ``fn(query, key, value, mask=None) -> (output, weights)`` against :func:`scaled_dot_product_attention`.
@@ -173,6 +174,12 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[Tensor, Tensor]],
             row = tuple(int(i) for i in ((sums - 1).abs() > 1e-4).nonzero()[0])
             hint = ("Your columns sum to 1: the softmax ran over the queries (dim -2)." if
                     torch.allclose(weights.sum(dim=-2), torch.ones(1), atol=1e-4) else "")
+            for factor, words in ((1 / math.sqrt(d_k), "divided by sqrt(d_k)"), (math.sqrt(d_k), "multiplied by sqrt(d_k)"),
+                                  (1 / d_k, "divided by d_k")):
+                if torch.allclose(sums, torch.full_like(sums, factor), atol=1e-4):
+                    raise AssertionError(
+                        f"{text}: your attention weights' rows sum to {factor:.3f}, not 1: you {words} after the "
+                        "softmax. Scale the scores before it: softmax(Q K^T / sqrt(d_k)).")
             raise AssertionError(
                 f"{text}: your attention weights' rows do not sum to 1 (row {row} sums to {sums[row].item():.2f}): "
                 f"did you apply the softmax over the last dimension, the keys? {hint}".rstrip()
@@ -199,7 +206,7 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[Tensor, Tensor]],
                   "padding and causal masks, a single key)")
 
 
-@_isolated
+@_isolated(avoid=("minitransformer.masks:make_padding_mask", "minitransformer.masks:make_target_mask"))
 def check_padding_mask(fn: Callable[[Tensor, int], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(tokens, pad_id)`` against :func:`make_padding_mask`: bool (B, 1, 1, S), True on real tokens.
 
@@ -240,7 +247,7 @@ def check_padding_mask(fn: Callable[[Tensor, int], Tensor], *, task: int | str |
     _passed(task, "padding mask, 3 batches (pad id 0 and 1, a sentence without padding, length 1)")
 
 
-@_isolated
+@_isolated(avoid=("minitransformer.masks:make_causal_mask", "minitransformer.masks:make_target_mask"))
 def check_causal_mask(fn: Callable[[int], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(size)`` against :func:`make_causal_mask`: bool (1, 1, T, T), lower triangle and diagonal True.
 
@@ -268,6 +275,9 @@ def check_causal_mask(fn: Callable[[int], Tensor], *, task: int | str | None = N
                         "(tril). Yours lets every position see the future and not the past.")
             elif torch.equal(mask[0, 0], square.tril(-1)):
                 hint = "A position may attend to itself: keep the diagonal (tril(), not tril(-1))."
+            elif torch.equal(mask[0, 0], square.tril(1)):
+                hint = ("tril(1) keeps one diagonal above the main one: position t would see position t + 1, the "
+                        "token it must predict. Use tril() (diagonal 0): query t sees keys 0..t.")
             elif torch.equal(mask[0, 0], ~square.tril()):
                 hint = "True means 'may attend': your mask allows exactly the future positions (it is inverted)."
             else:
