@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -36,7 +36,8 @@ def _pe_variant(max_len: int, d_model: int, *, pair_exponent: bool = True, per_c
 
 
 @_isolated(avoid=("minitransformer.embeddings:sinusoidal_positional_encoding", "minitransformer.embeddings:PositionalEncoding"))
-def check_positional_encoding(fn: Callable[[int, int], Tensor], *, task: int | str | None = None) -> None:
+def check_positional_encoding(fn: Callable[[int, int], Tensor], *, task: int | str | None = None,
+                              sizes: Sequence[tuple[int, int]] = ((1, 2), (6, 4), (50, 16), (20, 64))) -> None:
     """Check a sinusoidal positional-encoding table against :func:`sinusoidal_positional_encoding`.
 
     ``fn(max_len, d_model)`` must return the (max_len, d_model) table of section 3.5 (lesson 02):
@@ -45,12 +46,13 @@ def check_positional_encoding(fn: Callable[[int, int], Tensor], *, task: int | s
     Args:
         fn: the learner's function.
         task: task number printed on success.
+        sizes: the (max_len, d_model) tables compared.
 
     Raises:
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    for max_len, d_model in ((1, 2), (6, 4), (50, 16), (20, 64)):
+    for max_len, d_model in sizes:
         text = f"{_name(fn)}({max_len}, {d_model})"
         pe = _expect_tensor(_call(fn, max_len, d_model, text=text), text, f"of shape ({max_len}, {d_model})")
         _expect_shape(pe, (max_len, d_model), text, "table", {
@@ -85,7 +87,7 @@ def check_positional_encoding(fn: Callable[[int, int], Tensor], *, task: int | s
             return None
 
         _compare(pe, expected, text, "table", mistakes, atol=1e-4, rtol=1e-4, fallback=row_zero)
-    _passed(task, "sinusoidal positional encoding, 4 table sizes from (1, 2) to (50, 16) and (20, 64)")
+    _passed(task, f"sinusoidal positional encoding, {len(sizes)} table sizes: " + ", ".join(map(str, sizes)))
 
 
 def _attention_by_hand(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, *,
@@ -284,3 +286,32 @@ def check_causal_mask(fn: Callable[[int], Tensor], *, task: int | str | None = N
                 hint = f"expected\n{expected[0, 0].int()}\ngot\n{mask[0, 0].int()}"
             raise AssertionError(f"{text} gave the wrong mask. {hint}")
     _passed(task, "causal mask, sizes 1, 3 and 6")
+
+
+def _register_questions() -> None:
+    """The conceptual question of exercise 03 (added to question_checks.QUESTIONS)."""
+    from .question_checks import QUESTIONS, _Question
+
+    QUESTIONS.setdefault("03-nan-rows", _Question(
+        title="which masks make my_attention return a row of NaN",
+        correct=frozenset("BC"),
+        why=("a row is NaN exactly when its query may attend to no key: masking the padding queries' rows (B) "
+             "and a sentence made only of padding (C); a padding mask (B, 1, 1, S) on sentences with at least "
+             "one real token leaves every query a key (A), and the package's attention returns zeros (D)"),
+        wrong={
+            frozenset("ABC"): "A: every sentence keeps at least one real key, and a padding mask (B, 1, 1, S) hides "
+                              "keys, never a whole row, so each query still has a key to attend to.",
+            frozenset("B"): "C as well: when every token of a sentence is padding, each of its queries has only "
+                            "-inf scores.",
+            frozenset("C"): "B as well: (tokens != pad_id)[:, None, :, None] hides whole ROWS, those of the "
+                            "padding queries, so their scores are all -inf.",
+            frozenset("BCD"): "D: the package's scaled_dot_product_attention sets the weights of masked keys to 0 "
+                              "after the softmax, so a row with no visible key becomes zeros, not NaN.",
+            frozenset("A"): "A padding mask (B, 1, 1, S) hides keys; every sentence here has a real key, so no row "
+                            "is empty. Look for masks that leave a query no key at all.",
+        },
+        hint="A row of weights is NaN when its query may attend to no key at all (all scores -inf, softmax 0/0).",
+    ))
+
+
+_register_questions()
