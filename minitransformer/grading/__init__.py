@@ -24,23 +24,53 @@ from .attention_checks import (check_causal_mask, check_padding_mask, check_posi
                                check_scaled_dot_product_attention)
 from .decoding_checks import check_greedy_decode, check_label_smoothing_target, check_target_mask
 from .layer_checks import check_encoder_layer, check_feed_forward, check_layer_norm, check_multi_head_attention
-# COURSE_EXERCISES stays importable from here, as before, though not in __all__.
-from .notebooks import COURSE_EXERCISES, Report, TaskResult, grade_notebook, main  # noqa: F401
+# The checks of the tasks added lesson by lesson (00, 01, 08, and the new tasks of 02, 04, 06, 07).
+from .decoder_checks import check_decoder_layer, check_shifted_target
+from .embedding_checks import (check_one_hot_embedding, check_scaled_embedding, check_skipgram_gradients,
+                               check_tied_output)
+from .head_checks import check_split_and_merge_heads
+from .intro_checks import check_additive_scores, check_alignment_and_context, check_layers_to_connect
+from .position_checks import check_offset_rotation
+from .question_checks import check_answer
+from .training_checks import check_token_batches, check_warmup_schedule
+from .translation_checks import (check_beam_search, check_beam_step, check_checkpoint_average,
+                                 check_normalised_scores)
+from .notebooks import Report, TaskResult, grade_all, grade_notebook, load_references, main
 
 __all__ = [
     "Report",
     "TaskResult",
+    "check_additive_scores",
+    "check_alignment_and_context",
+    "check_answer",
+    "check_beam_search",
+    "check_beam_step",
     "check_causal_mask",
+    "check_checkpoint_average",
+    "check_decoder_layer",
     "check_encoder_layer",
     "check_feed_forward",
     "check_greedy_decode",
     "check_label_smoothing_target",
     "check_layer_norm",
+    "check_layers_to_connect",
     "check_multi_head_attention",
+    "check_normalised_scores",
+    "check_offset_rotation",
+    "check_one_hot_embedding",
     "check_padding_mask",
     "check_positional_encoding",
     "check_scaled_dot_product_attention",
+    "check_scaled_embedding",
+    "check_shifted_target",
+    "check_skipgram_gradients",
+    "check_split_and_merge_heads",
     "check_target_mask",
+    "check_tied_output",
+    "check_token_batches",
+    "check_warmup_schedule",
+    "grade_all",
     "grade_notebook",
+    "load_references",
     "main",
 ]
