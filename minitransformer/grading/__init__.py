@@ -6,17 +6,19 @@ inputs and edge cases, compares it with the package's own implementation, and ei
 ``✓ Task 2 passed: ...`` or raises an ``AssertionError`` that says what was expected, what your
 code gave and, for the usual mistakes, what probably went wrong.
 
-For instructors: ``python -m minitransformer.grading SUBMISSION.ipynb [FOLDER ...] [--json out.json]``
-runs each notebook in a fresh kernel, restores the check cells from the original exercise, and
-prints one table per submission (task, points, passed, message) and the totals.
+For instructors: ``python -m minitransformer.grading grade FOLDER`` runs each submitted notebook in
+its own process (it executes the students' code), runs the package's own check cells of its
+exercise (hidden tests included) and writes grades.json, grades.csv and grades_feedback.csv.
+``python -m minitransformer.grading make-exercises`` generates exercises/ from solutions/.
 
 The checks draw their inputs from their own seeded generator and leave the global random state
 untouched, so calling one does not change what the rest of a notebook computes.
 """
 
 # The package, one module per part: _common.py (helpers shared by the checks), attention_checks.py
-# (exercises 01), layer_checks.py (exercises 02), decoding_checks.py (exercises 03) and notebooks.py
-# (grading whole notebooks, the command); __main__.py runs the command.
+# (exercises 02, 03, 06), layer_checks.py (04, 05), decoding_checks.py (06, 07), generate.py (exercises
+# and reference from the solutions), notebooks.py (grading whole notebooks, the command), _sandbox.py
+# and _runner.py (running one submission in its own limited process); __main__.py runs the command.
 
 from __future__ import annotations
 
@@ -70,7 +72,9 @@ __all__ = [
     "check_token_batches",
     "check_warmup_schedule",
     "grade_all",
+    "grade_all",
     "grade_notebook",
+    "load_references",
     "load_references",
     "main",
 ]

@@ -153,6 +153,7 @@ def reference_from_solution(solution: Any, name: str) -> dict[str, Any]:
                 "parts": extra.get("parts"),
                 "source": "\n".join(ln for ln in cell.source.split("\n")
                                     if ln.strip() not in (_HIDDEN_BEGIN, _HIDDEN_END)),
+                "visible": _remove_hidden(cell.source),
                 "cell": index,
             })
     return {"exercise": name, "source": f"solutions/{name}.ipynb", "tasks": tasks, "defines": sorted(set(defines))}
