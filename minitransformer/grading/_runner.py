@@ -31,6 +31,9 @@ import types
 from typing import Any, Callable
 
 _MAX_OUTPUT = 20_000  # characters of a check's printed output kept
+_TORCH_WATCHED = frozenset({"allclose", "equal", "isclose", "isnan", "isfinite", "testing", "no_grad", "tensor", "zeros",
+                            "ones", "full", "arange", "randn", "rand", "randint", "Generator", "softmax", "log_softmax",
+                            "where", "cat", "stack", "Tensor"})
 
 
 class _Sink(io.TextIOBase):
@@ -115,7 +118,7 @@ def _run(plan: dict[str, Any], emit: Callable[..., None]) -> None:
     genuine = {name: getattr(grading, name) for name in dir(grading) if name.startswith("check_")}
     watched = [m for n, m in sorted(sys.modules.items()) if n == "minitransformer" or n.startswith("minitransformer.")]
     watched_names = {m.__name__: m for m in watched}
-    extra = [builtins, torch, torch.nn.functional, torch.Tensor, torch.nn.Module]
+    extra = [builtins, torch, torch.Tensor, torch.nn.Module]
     owners: dict[str, Any] = {**watched_names, **{getattr(m, "__name__", str(m)): m for m in extra}}
     for module in watched:
         for name, value in vars(module).items():
@@ -124,6 +127,9 @@ def _run(plan: dict[str, Any], emit: Callable[..., None]) -> None:
     shell = InteractiveShell.instance()
     shell.user_ns["__name__"] = "__main__"
     before = _snapshot([*watched, *extra])  # after IPython has set up its builtins
+    # Of torch's own namespace only what the checks compare with: importing torch._dynamo (which an
+    # optimizer does) legitimately rewraps other functions such as torch.manual_seed.
+    before = {k: v for k, v in before.items() if k[0] != "torch" or k[1] in _TORCH_WATCHED}
     modules_before = dict(watched_names)
     for index, cell in enumerate(plan["cells"]):
         emit(event="start", cell=index)
