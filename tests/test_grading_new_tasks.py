@@ -599,3 +599,36 @@ def test_checks_fail_on_the_package_s_own_piece() -> None:
                                 torch.tensor([len(h) - 1 for h in hyps]), a))):
         with pytest.raises(BaseException, match="TokenEmbedding|transformer_lr|length_penalty"):
             check(solution)
+
+
+def test_more_named_mistakes() -> None:
+    fails(check_alignment_and_context, lambda s, h, m: alignment(s, h, ~m | (~m).all(-1, keepdim=True)),
+          match="you hid the real words|NaN")
+    fails(check_layers_to_connect, lambda n, k, d: layers_to_connect(n, k + 2, d) if not d else layers_to_connect(n, k, d),
+          match="not k\\.|EACH side")
+    fails(check_offset_rotation, lambda k, d: torch.block_diag(*[
+        torch.tensor([[math.sin(k * w), -math.cos(k * w)], [math.cos(k * w), math.sin(k * w)]], dtype=torch.float64)
+        for w in (10000 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)).tolist()]), match="diagonal of each block")
+
+    def with_autograd(W: Tensor, C: Tensor, centre: Tensor, context: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        with torch.enable_grad():
+            W_, C_ = W.clone().requires_grad_(), C.clone().requires_grad_()
+            loss = F.cross_entropy(W_[centre] @ C_.T, context)
+            return (loss.detach(), *torch.autograd.grad(loss, (W_, C_)))
+
+    with pytest.raises(BaseException, match="grad"):
+        check_skipgram_gradients(with_autograd)
+
+
+def test_blank_stubs_raise_not_implemented() -> None:
+    def stub(*_: Any) -> Any:
+        raise NotImplementedError("Task 1: ...")
+
+    for check in (check_additive_scores, check_alignment_and_context, check_layers_to_connect, check_one_hot_embedding,
+                  check_skipgram_gradients, check_offset_rotation, check_shifted_target, check_warmup_schedule,
+                  check_token_batches, check_normalised_scores, check_beam_step, check_beam_search,
+                  check_checkpoint_average):
+        with pytest.raises(NotImplementedError):
+            check(stub)
+    with pytest.raises(NotImplementedError):
+        check_split_and_merge_heads(stub, stub)

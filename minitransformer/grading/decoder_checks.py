@@ -184,7 +184,8 @@ def check_decoder_layer(cls: type[nn.Module], *, task: int | str | None = None) 
             ("Your layer is pre-LN, x + Sublayer(LayerNorm(x)); the paper's decoder is post-LN: "
              "LayerNorm(x + Sublayer(x)) after each of the three sub-layers.", wrong(order="pre")),
             ("In the cross-attention the QUERIES come from the decoder (a, after the masked self-attention) and the "
-             "keys and values from memory: cross_attn(a, memory, memory, src_mask).", wrong(cross_query="memory", cross_source="a")),
+             "keys and values from memory: cross_attn(a, memory, memory, src_mask).",
+             wrong(cross_query="memory", cross_source="a")),
             ("In the cross-attention the QUERIES come from the decoder (a) and the keys and values from memory: "
              "cross_attn(a, memory, memory, src_mask).", wrong(cross_query="memory")),
             ("The cross-attention's queries are the output of the first sub-layer, a = norm1(x + SelfAttn(x)), not "

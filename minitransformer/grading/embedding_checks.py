@@ -1,4 +1,4 @@
-"""Checks for exercises 01: the embedding table as a one-hot product, scaling, tied output layer, skip-gram (lesson 01)."""
+"""Checks for exercises 01: one-hot lookup, sqrt(d_model) scaling, tied output layer, skip-gram (lesson 01)."""
 
 from __future__ import annotations
 
@@ -102,7 +102,8 @@ def check_scaled_embedding(cls: type[nn.Module], *, task: int | str | None = Non
         _compare(out, expected, text, "vectors", [
             ("Multiply the looked-up rows by sqrt(d_model) (section 3.4): yours are not scaled.", lambda: rows),
             (f"Multiply by sqrt(d_model) = {math.sqrt(d_model):.3f}, don't divide.", lambda: rows / math.sqrt(d_model)),
-            (f"The factor is sqrt(d_model) = {math.sqrt(d_model):.3f}, not d_model = {d_model}.", lambda: rows * d_model),
+            (f"The factor is sqrt(d_model) = {math.sqrt(d_model):.3f}, not d_model = {d_model}.",
+             lambda: rows * d_model),
             ("The factor is sqrt(d_model), the width of the vectors, not sqrt(vocab_size).",
              lambda: rows * math.sqrt(vocab) if vocab != d_model else None),
         ])
@@ -223,7 +224,8 @@ def check_skipgram_gradients(fn: Callable[..., tuple[Tensor, Tensor, Tensor]], *
             raise AssertionError(f"{text} changed its inputs in place: return the gradients, do not update W or C")
         if isinstance(result, Tensor) or not isinstance(result, (tuple, list)) or len(result) != 3:
             raise AssertionError(f"{text} must return three things, (loss, grad_W, grad_C)")
-        loss, grad_W, grad_C = (_expect_tensor(r, text, f"as {n}") for r, n in zip(result, ("the loss", "grad_W", "grad_C")))
+        loss, grad_W, grad_C = (_expect_tensor(r, text, f"as {n}")
+                                for r, n in zip(result, ("the loss", "grad_W", "grad_C")))
         with torch.enable_grad():
             W_ = W.clone().requires_grad_(True)
             C_ = C.clone().requires_grad_(True)
@@ -234,7 +236,8 @@ def check_skipgram_gradients(fn: Callable[..., tuple[Tensor, Tensor, Tensor]], *
             raise AssertionError(f"{text}: the loss has shape {_shape(loss)}; expected one number, the mean over the "
                                  f"{centre.numel()} pairs")
         _compare(loss.reshape(()), expected_loss, text, "loss", [
-            ("Average the cross-entropy over the pairs; you summed it.", lambda: _skipgram_by_hand(W, C, centre, context, mean=False)[0]),
+            ("Average the cross-entropy over the pairs; you summed it.",
+             lambda: _skipgram_by_hand(W, C, centre, context, mean=False)[0]),
             ("The loss is the cross-entropy of the softmax, -log p(context | centre); you left out the minus sign.",
              lambda: -expected_loss),
         ])

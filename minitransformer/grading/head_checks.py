@@ -35,7 +35,8 @@ def check_split_and_merge_heads(split: Callable[[Tensor, int], Tensor], merge: C
         d_k = d_model // n_heads
         x = _rand(g, batch, length, d_model)
         text = f"{_name(split)}(x {_shape(x)}, n_heads={n_heads})"
-        heads = _expect_tensor(_call(split, x, n_heads, text=text), text, f"of shape {_shape((batch, n_heads, length, d_k))}")
+        heads = _expect_tensor(_call(split, x, n_heads, text=text), text,
+                               f"of shape {_shape((batch, n_heads, length, d_k))}")
         expected = x.view(batch, length, n_heads, d_k).transpose(1, 2)  # (B, H, T, Dk)
         _expect_shape(heads, expected.shape, text, "heads", {
             (batch, length, n_heads, d_k): "Also move the heads in front of the positions: .transpose(1, 2).",
@@ -70,5 +71,6 @@ def check_split_and_merge_heads(split: Callable[[Tensor, int], Tensor], merge: C
         ])
         back = _call(merge, _call(split, x, n_heads, text=text), text=f"{_name(merge)}({_name(split)}(x))")
         if not torch.equal(back, x):
-            raise AssertionError(f"{_name(merge)}({_name(split)}(x, {n_heads})) does not give x back: merge must undo split")
+            raise AssertionError(f"{_name(merge)}({_name(split)}(x, {n_heads})) does not give x back: merge must "
+                                 "undo split")
     _passed(task, "split and merge heads, 4 sizes (1 to 4 heads, d_k from 1 to 4), merge undoes split")

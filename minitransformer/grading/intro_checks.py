@@ -134,7 +134,8 @@ def check_alignment_and_context(fn: Callable[..., tuple[Tensor, Tensor]], *, tas
                     ("True in src_mask marks a real word: you hid the real words and kept the padding.",
                      lambda: _alignment(scores, h, keep, invert=True)[0]),
                     ("Padding must be hidden: set its scores to -inf before the softmax "
-                     "(scores.masked_fill(~src_mask, float('-inf'))).", lambda: _alignment(scores, h, keep, masked=False)[0]),
+                     "(scores.masked_fill(~src_mask, float('-inf'))).",
+                     lambda: _alignment(scores, h, keep, masked=False)[0]),
                     ("A score of 0 still gets weight exp(0) > 0: fill the padding scores with -inf, not 0.",
                      lambda: _alignment(scores, h, keep, fill=0.0)[0]),
                 ]
@@ -189,7 +190,8 @@ def check_layers_to_connect(fn: Callable[[int, int, bool], int], *, task: int | 
     A centred convolution of odd kernel size k and dilation d lets output t read inputs t - d(k-1)/2
     ... t + d(k-1)/2. With ``dilated=False`` every layer has d = 1; with ``dilated=True`` layer l
     (from 0) has d = 2^l. The answer is the smallest number of layers whose output n-1 depends on
-    input 0 (0 when n = 1). The references are found by simulating the dependencies (lesson 00).
+    input 0 (0 when n = 1). The references of the short sequences come from a simulation of which
+    inputs each output depends on, those of the long ones from the formula (lesson 00).
 
     Args:
         fn: the learner's function.
@@ -216,7 +218,8 @@ def check_layers_to_connect(fn: Callable[[int, int, bool], int], *, task: int | 
         side = (kernel - 1) // 2
         hints: list[tuple[int, str]] = [
             (_layers_needed(n + 1, kernel, dilated),
-             f"Position n-1 is n-1 = {n - 1} steps from position 0, not n = {n}: count the distance, not the positions."),
+             f"Position n-1 is n-1 = {n - 1} steps from position 0, not n = {n}: count the distance, not the "
+             "positions."),
             (_layers_needed(n, kernel, dilated, reach_per_unit=lambda k: k - 1),
              f"A centred kernel of size {kernel} reaches {side} position(s) to EACH side, (k-1)/2, not k-1: "
              "half of its window looks to the right."),
@@ -230,5 +233,6 @@ def check_layers_to_connect(fn: Callable[[int, int, bool], int], *, task: int | 
         hint = next((h for value, h in hints if value == got), "")
         if n == 1 and got != 0:
             hint = "With one position, output 0 already depends on input 0: no layer is needed (0)."
-        raise AssertionError(f"{text} returned {got} but {expected} layer(s) are needed." + (f" {hint}" if hint else ""))
+        raise AssertionError(f"{text} returned {got} but {expected} layer(s) are needed."
+                             + (f" {hint}" if hint else ""))
     _passed(task, "layers to connect the ends, 12 cases (kernels 3 to 7, n from 1 to 2048, with and without dilation)")

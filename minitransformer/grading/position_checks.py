@@ -52,7 +52,8 @@ def check_offset_rotation(fn: Callable[[int, int], Tensor], *, task: int | str |
         text = f"{_name(fn)}({k}, {d_model})"
         m = _expect_tensor(_call(fn, k, d_model, text=text), text, f"of shape ({d_model}, {d_model})")
         _expect_shape(m, (d_model, d_model), text, "matrix", {
-            (d_model // 2, 2, 2): "Put the 2x2 blocks on the diagonal of one (D, D) matrix (torch.block_diag(*blocks)).",
+            (d_model // 2, 2, 2): "Put the 2x2 blocks on the diagonal of one (D, D) matrix "
+                                  "(torch.block_diag(*blocks)).",
         })
         if not m.is_floating_point():
             raise AssertionError(f"{text} returned a {m.dtype} matrix; expected floating-point numbers")
@@ -62,7 +63,8 @@ def check_offset_rotation(fn: Callable[[int, int], Tensor], *, task: int | str |
         moved = pe[start:stop] @ m.double()
         mistakes = [
             ("Your matrix moves the positions backwards, PE[p - k]: with row vectors, PE[p] @ M_k, each block is "
-             "[[cos, -sin], [sin, cos]]; you built its transpose.", lambda: _rotation(k, d_model, transpose_blocks=True)),
+             "[[cos, -sin], [sin, cos]]; you built its transpose.",
+             lambda: _rotation(k, d_model, transpose_blocks=True)),
             ("The frequency of pair i is w_i = 10000^(-2i / d_model): the exponent needs the factor 2.",
              lambda: _rotation(k, d_model, pair_exponent=False)),
             ("The diagonal of each block holds cos(w_i k) and the off-diagonal sin(w_i k), not the other way round.",

@@ -127,7 +127,8 @@ def check_token_batches(fn: Callable[[Sequence[int], Sequence[int], int], list[l
                                      f"{len(b) * width} > max_tokens={budget}.{hint}")
         hints = [
             (_cut_by_hand(src, tgt, budget, strict=True),
-             "A batch may use the budget exactly: cut when the cost would EXCEED max_tokens (>), not when it reaches it."),
+             "A batch may use the budget exactly: cut when the cost would EXCEED max_tokens (>), not when it "
+             "reaches it."),
             (_cut_by_hand(src, tgt, budget, key="src"),
              "Sort by the longer side of each pair, (max(S, T), T, S): the budget is set by max(S, T), so sorting by "
              "the source alone leaves long targets in short batches."),

@@ -65,7 +65,8 @@ def check_normalised_scores(fn: Callable[[Tensor, Sequence[Sequence[int]], float
     _passed(task, "length-normalised scores, 4 hypotheses of 1 to 11 tokens, alpha 0.6, 1 and 0")
 
 
-def _step_by_hand(scores: Tensor, log_probs: Tensor, beam_size: int, eos_id: int, *, add_scores: bool = True, end_among: str = "k", keep_ended: bool = False) -> tuple[Any, ...]:
+def _step_by_hand(scores: Tensor, log_probs: Tensor, beam_size: int, eos_id: int, *, add_scores: bool = True,
+                  end_among: str = "k", keep_ended: bool = False) -> tuple[Any, ...]:
     """One beam step, right (the defaults) or with one of the usual mistakes."""
     k_live, vocab = log_probs.shape
     total = scores[:, None] + log_probs if add_scores else log_probs.clone()  # (K, V)
@@ -74,7 +75,8 @@ def _step_by_hand(scores: Tensor, log_probs: Tensor, beam_size: int, eos_id: int
     top_parents, top_tokens = index // vocab, index % vocab
     ends = top_tokens == eos_id
     first = torch.arange(n_top) < (beam_size if end_among == "k" else n_top)
-    ended = [(int(p), float(s)) for p, s, e, f in zip(top_parents, top_scores, ends, first) if e and f and s > -math.inf]
+    ended = [(int(p), float(s)) for p, s, e, f in zip(top_parents, top_scores, ends, first)
+             if e and f and s > -math.inf]
     live = torch.ones_like(ends) if keep_ended else ~ends
     keep = live.nonzero().flatten()[:beam_size]
     return top_scores[keep], top_parents[keep], top_tokens[keep], ended
@@ -137,8 +139,8 @@ def check_beam_step(fn: Callable[..., tuple[Tensor, Tensor, Tensor, list[tuple[i
         if same:
             continue
         hints = [
-            ({"add_scores": False}, "A candidate's score is its hypothesis's score PLUS the new token's log-probability: "
-                                    "scores[:, None] + log_probs."),
+            ({"add_scores": False}, "A candidate's score is its hypothesis's score PLUS the new token's "
+                                    "log-probability: scores[:, None] + log_probs."),
             ({"keep_ended": True}, "Candidates that end with eos leave the beam: the live beam is the best beam_size "
                                    "candidates that do NOT end."),
             ({"end_among": "all"}, "Only end tokens among the best beam_size candidates finish a hypothesis; one "
@@ -186,8 +188,7 @@ class _ToyNextLogProbs:
 
 
 def _search_by_hand(next_log_probs: Callable[[Tensor], Tensor], bos: int, eos: int, beam_size: int, alpha: float,
-                    max_len: int, *, penalty: bool = True, stop_at_first: bool = False,
-                    count_bos: bool = False) -> list[int]:
+                    max_len: int, *, penalty: bool = True, stop_at_first: bool = False) -> list[int]:
     """Beam search for one sentence, built from :func:`_step_by_hand`; the switches are the usual mistakes."""
     prefixes = torch.tensor([[bos]])
     scores = torch.zeros(1)
@@ -195,8 +196,7 @@ def _search_by_hand(next_log_probs: Callable[[Tensor], Tensor], bos: int, eos: i
     n_ended = 0
     for step in range(max_len):
         log_probs = next_log_probs(prefixes)
-        length = step + 2 if count_bos else step + 1
-        lp = ((5 + length) / 6) ** alpha if penalty else 1.0
+        lp = ((5 + step + 1) / 6) ** alpha if penalty else 1.0
         new_scores, parents, tokens, ended = _step_by_hand(scores, log_probs, beam_size, eos)
         if step + 1 == max_len:  # at the length limit every one of the best beam_size candidates finishes
             total = (scores[:, None] + log_probs).reshape(-1)
@@ -276,12 +276,11 @@ def check_beam_search(fn: Callable[..., Sequence[int]], *, task: int | str | Non
         hints = [
             ({"penalty": False}, "Divide each finished hypothesis's log-probability by lp = ((5 + t) / 6)^alpha "
                                  "before comparing: without it the search prefers short outputs."),
-            ({"count_bos": True}, "t in lp(t) counts the generated tokens (the end token included), not the start "
-                                  "token."),
             ({"stop_at_first": True}, f"Keep searching until beam_size = {beam_size} hypotheses have finished: the "
                                       "first one to end is not necessarily the best after normalisation."),
         ]
-        matched = [hint for kw, hint in hints if _search_by_hand(plain, bos, eos, beam_size, alpha, max_len, **kw) == got]
+        matched = [hint for kw, hint in hints
+                   if _search_by_hand(plain, bos, eos, beam_size, alpha, max_len, **kw) == got]
         if len(matched) == 1:
             raise AssertionError(f"{text}: {matched[0]}")
         if matched:
