@@ -217,6 +217,16 @@ def skipgram(W: Tensor, C: Tensor, centre: Tensor, context: Tensor, *, sign: flo
 
 def test_skipgram_gradients(capsys: pytest.CaptureFixture[str]) -> None:
     passes(check_skipgram_gradients, skipgram, capsys=capsys)
+    passes(check_skipgram_gradients, lambda *a: (skipgram(*a)[0].item(), *skipgram(*a)[1:]), capsys=capsys)
+
+    def plus_equals(W: Tensor, C: Tensor, centre: Tensor, context: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        loss, _, grad_C = skipgram(W, C, centre, context)
+        d_scores = (torch.softmax(W[centre] @ C.T, -1) - F.one_hot(context, C.size(0))) / len(centre)
+        grad_W = torch.zeros_like(W)
+        grad_W[centre] += d_scores @ C
+        return loss, grad_W, grad_C
+
+    fails(check_skipgram_gradients, plus_equals, match="does not add up repeated indices")
     fails(check_skipgram_gradients, lambda *a: skipgram(*a, sign=-1.0), match="softmax - one_hot")
     fails(check_skipgram_gradients, lambda *a: skipgram(*a, mean=False), match="you summed it")
     fails(check_skipgram_gradients, lambda *a: (skipgram(*a)[0], *skipgram(*a, mean=False)[1:]), match="Divide the gradients by N")

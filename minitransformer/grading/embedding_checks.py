@@ -224,8 +224,9 @@ def check_skipgram_gradients(fn: Callable[..., tuple[Tensor, Tensor, Tensor]], *
             raise AssertionError(f"{text} changed its inputs in place: return the gradients, do not update W or C")
         if isinstance(result, Tensor) or not isinstance(result, (tuple, list)) or len(result) != 3:
             raise AssertionError(f"{text} must return three things, (loss, grad_W, grad_C)")
+        loss = torch.tensor(float(result[0])) if isinstance(result[0], (int, float)) else result[0]  # .item() is fine
         loss, grad_W, grad_C = (_expect_tensor(r, text, f"as {n}")
-                                for r, n in zip(result, ("the loss", "grad_W", "grad_C")))
+                                for r, n in zip((loss, *result[1:]), ("the loss", "grad_W", "grad_C")))
         with torch.enable_grad():
             W_ = W.clone().requires_grad_(True)
             C_ = C.clone().requires_grad_(True)
@@ -250,8 +251,9 @@ def check_skipgram_gradients(fn: Callable[..., tuple[Tensor, Tensor, Tensor]], *
             ("The gradient of the cross-entropy with respect to the scores is softmax - one_hot, not one_hot - "
              "softmax: check the sign.", {"sign": -1.0}),
             ("Divide the gradients by N, the number of pairs, as the loss is their mean.", {"mean": False}),
-            ("A centre word that occurs in several pairs gets the SUM of their rows: grad_W[centre] = ... keeps only "
-             "one of them; use grad_W.index_add_(0, centre, rows).", {"overwrite": True}),
+            ("A centre word that occurs in several pairs gets the SUM of their rows: grad_W[centre] = rows (or += "
+             "rows, which does not add up repeated indices either) keeps only one of them; use "
+             "grad_W.index_add_(0, centre, rows).", {"overwrite": True}),
         ]
         for index, what, given, expected in ((2, "grad_C", grad_C, expected_C), (1, "grad_W", grad_W, expected_W)):
             _compare(given, expected, text, what, [
