@@ -45,7 +45,7 @@ def test_additive_scores(capsys: pytest.CaptureFixture[str]) -> None:
           match="dot product with v")
     fails(check_additive_scores, lambda s, h, W, U, v: (torch.tanh(s @ W.T)[:, None] + torch.tanh(h @ U.T)) @ v,
           match="sum goes inside the tanh")
-    fails(check_additive_scores, lambda s, h, W, U, v: torch.tanh(s @ W.T + h @ U.T) @ v, match="raised RuntimeError")
+    fails(check_additive_scores, lambda s, h, W, U, v: torch.tanh(s @ W.T + h @ U.T) @ v, match="ROW vectors")
     fails(check_additive_scores, lambda s, h, W, U, v: torch.tanh((s @ W.T)[:, None] + h @ U.T),
           match="turned into one number")
     fails(check_additive_scores, lambda s, h, W, U, v: (torch.tanh((s @ W.T)[:, None] + h @ U.T) @ v)[..., None],
@@ -96,6 +96,7 @@ def test_layers_to_connect(capsys: pytest.CaptureFixture[str]) -> None:
     fails(check_layers_to_connect, lambda n, k, d: math.ceil((n - 1) / (k - 1)) if not d else layers_to_connect(n, k, d),
           match="EACH side")
     fails(check_layers_to_connect, lambda n, k, d: layers_to_connect(n, k, False), match="reach doubles")
+    fails(check_layers_to_connect, lambda n, k, d: layers_to_connect(n, 3, d), match="as a kernel of 3 would")
     fails(check_layers_to_connect, lambda n, k, d: float(layers_to_connect(n, k, d)) + 0.5, match="whole number")
 
 

@@ -49,7 +49,15 @@ def check_additive_scores(fn: Callable[..., Tensor], *, task: int | str | None =
         W, U, v = _rand(g, d_att, d_dec, scale=0.7), _rand(g, d_att, d_enc, scale=0.7), _rand(g, d_att)
         args = (s, h, W, U, v)
         text = _call_text(fn, *args, names=("s", "h", "W", "U", "v")) + f" [{case}]"
-        e = _expect_tensor(_call(fn, *args, text=text), text, f"of shape ({batch}, {length})")
+        try:
+            e = _call(fn, *args, text=text)
+        except AssertionError as err:
+            if "RuntimeError" in str(err):
+                raise AssertionError(f"{err}. The formula is written for one column vector; s and h hold ROW vectors "
+                                     "(one per sentence and position), so W s becomes s @ W.T (B, A) and U h_j "
+                                     "becomes h @ U.T (B, S, A).") from None
+            raise
+        e = _expect_tensor(e, text, f"of shape ({batch}, {length})")
         _expect_shape(e, (batch, length), text, "scores", {
             (batch, length, 1): "One score per source word: squeeze the last axis, (B, S, 1) -> (B, S).",
             (batch, length, d_att): "The vector tanh(W s + U h_j) still has to be turned into one number by "
@@ -225,6 +233,9 @@ def check_layers_to_connect(fn: Callable[[int, int, bool], int], *, task: int | 
              "half of its window looks to the right."),
             (_layers_needed(n, kernel, dilated, reach_per_unit=lambda k: k),
              f"A kernel of size {kernel} reaches (k-1)/2 = {side} position(s) to each side, not k."),
+            (_layers_needed(n, 3, dilated),
+             f"A kernel of size {kernel} reaches (k-1)/2 = {side} positions to each side per layer; yours counts one "
+             "position per layer, as a kernel of 3 would."),
             (_layers_needed(n, kernel, not dilated),
              "With dilated=True layer l skips 2^l - 1 inputs between its taps (its reach doubles every layer); "
              "with dilated=False every layer has dilation 1." if dilated else
