@@ -584,11 +584,16 @@ def test_checks_leave_the_global_random_state_alone() -> None:
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    check_additive_scores(additive_scores)
-    check_skipgram_gradients(skipgram)
-    check_decoder_layer(DecoderLayerSolution)
-    check_beam_search(beam_search_solution)
-    check_checkpoint_average(average)
+    for check, args in ((check_additive_scores, (additive_scores,)), (check_alignment_and_context, (alignment,)),
+                        (check_layers_to_connect, (layers_to_connect,)), (check_one_hot_embedding, (one_hot_embedding,)),
+                        (check_scaled_embedding, (ScaledEmbedding,)), (check_tied_output, (TiedModel,)),
+                        (check_skipgram_gradients, (skipgram,)), (check_offset_rotation, (offset_rotation,)),
+                        (check_split_and_merge_heads, (split_heads, merge_heads)),
+                        (check_shifted_target, (shift_target,)), (check_decoder_layer, (DecoderLayerSolution,)),
+                        (check_warmup_schedule, (warmup_lr,)), (check_token_batches, (token_batches,)),
+                        (check_normalised_scores, (normalised_scores,)), (check_beam_step, (beam_step,)),
+                        (check_beam_search, (beam_search_solution,)), (check_checkpoint_average, (average,))):
+        check(*args)
     assert torch.equal(torch.rand(3), expected)
 
 
