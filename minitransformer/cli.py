@@ -149,8 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="checkpoint files, or a run folder (all its checkpoints, or the --last K)")
     average.add_argument("--last", type=int, help="average only the newest K of the given checkpoints")
     average.add_argument("--out", required=True, help="file to write the averaged checkpoint to")
-    commands.add_parser("grade", help="grade exercise notebooks (see: minitransformer grade --help)",
-                        description="Grade exercise notebooks; the options are those of "
+    commands.add_parser("grade", help="grade exercise notebooks; EXECUTES the submitted code (see: minitransformer "
+                        "grade --help)", description="Grade exercise notebooks; the options are those of "
                         "python -m minitransformer.grading.")
     return parser
 

@@ -320,10 +320,11 @@ def test_the_reviews_mistakes_are_named(check, implementation, message):
 
 def test_id_3_is_not_an_ordinary_token_in_the_checks_and_exercises():
     source = (ROOT / "minitransformer/grading/decoding_checks.py").read_text(encoding="utf-8")
-    assert "randint(3," not in source
+    assert "torch.randint(4, 11," in source and "torch.randint(3, 11," not in source
+    lesson06 = (ROOT / "solutions" / "06_decoder_and_masking.ipynb").read_text(encoding="utf-8")
+    assert "torch.randint(4, VOCAB," in lesson06 and "torch.randint(3, VOCAB," not in lesson06
     for name in ("06_decoder_and_masking", "07_training"):
-        text = (ROOT / "solutions" / f"{name}.ipynb").read_text(encoding="utf-8")
-        assert "randint(3," not in text and "`<unk>` = 3" in text
+        assert "`<unk>` = 3" in (ROOT / "solutions" / f"{name}.ipynb").read_text(encoding="utf-8")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -460,7 +461,7 @@ def test_the_generator_keeps_the_stub_signature_and_indentation():
     solution = _read("solutions", "04_multi_head_attention")
     stub = next(c for c in exercise_from_solution(solution).cells if "class MyMultiHeadAttention" in c.source)
     assert "    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor," in stub.source
-    assert '        raise NotImplementedError("Task 1: project, split into heads' in stub.source
+    assert '        raise NotImplementedError("Task 2: project, split into heads' in stub.source
     ast_tree = __import__("ast").parse(stub.source)  # still valid Python
     assert ast_tree.body
 
@@ -509,20 +510,22 @@ def _class_folder(root: Path) -> Path:
         put(f"solution-{name[:2]}", _read("solutions", name), name)
         put(f"blank-{name[:2]}", _read("exercises", name), name)
 
-    cheat = _read("exercises", "03_self_attention")  # a blank notebook that fakes its checks
-    _insert_after(cheat, "import math", 'def check_scaled_dot_product_attention(*args, **kwargs):\n'
-                                        '    print("✓ Task 1 passed")\n\n'
-                                        'check_padding_mask = lambda *args, **kwargs: print("✓ Task 2 passed")')
-    put("cheat-redefines", cheat)
-
-    rebind = _read("solutions", "03_self_attention")
-    _insert_after(rebind, "import math", "import types\nminitransformer = types.SimpleNamespace()")
-    put("cheat-rebinds", rebind)
-
-    patch = _read("exercises", "03_self_attention")
-    _insert_after(patch, "import math", "import minitransformer.grading._common as c\n"
-                                        "c._compare = lambda *args, **kwargs: None")
-    put("cheat-patches", patch)
+    # (student, the notebook it starts from, the cell after which a cell is added, that cell's code)
+    added = [
+        ("cheat-redefines", "exercises", "import math",  # a blank notebook that fakes its checks
+         'def check_scaled_dot_product_attention(*args, **kwargs):\n    print("✓ Task 1 passed")\n\n'
+         'check_padding_mask = lambda *args, **kwargs: print("✓ Task 2 passed")'),
+        ("cheat-rebinds", "solutions", "import math", "import types\nminitransformer = types.SimpleNamespace()"),
+        ("cheat-patches", "exercises", "import math",
+         "import minitransformer.grading._common as c\nc._compare = lambda *args, **kwargs: None"),
+        ("hostile-kills-parent", "solutions", "def my_padding_mask", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
+        ("hostile-loops", "solutions", "def my_padding_mask",
+         "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"),
+    ]
+    for student, kind, after, source in added:
+        nb = _read(kind, "03_self_attention")
+        _insert_after(nb, after, source)
+        put(student, nb)
 
     strings = _read("solutions", "03_self_attention")
     _replace(strings, "def my_attention", "    d_k = query.size(-1)",
@@ -551,15 +554,6 @@ def _class_folder(root: Path) -> Path:
         "        print('refused', err)"))
     put("hostile-rewrites", rewriter)
     put("blank-after-rewrite", _read("exercises", "03_self_attention"))
-
-    killer = _read("solutions", "03_self_attention")
-    _insert_after(killer, "def my_padding_mask", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
-    put("hostile-kills-parent", killer)
-
-    looper = _read("solutions", "03_self_attention")
-    _insert_after(looper, "def my_padding_mask", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-                                                 "while True:\n    pass")
-    put("hostile-loops", looper)
 
     broken = _read("solutions", "03_self_attention")
     _replace(broken, "def my_padding_mask", "return (tokens != pad_id)[:, None, None, :]",
