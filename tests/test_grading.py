@@ -19,8 +19,10 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -749,3 +751,67 @@ def test_the_notebook_time_limit_stops_a_slow_notebook():
     finally:
         package.remove()
     assert result.notebook_timeout and not result.ended and 0 < len(result.events) < 30
+
+
+def test_the_memory_limit_stops_a_greedy_cell():
+    from minitransformer.grading._sandbox import PackageCopy, run_plan
+
+    package = PackageCopy()
+    try:
+        plan = {"cells": [{"kind": "code", "source": "hog = bytearray(6 << 30)", "number": 1},
+                          {"kind": "code", "source": "print('still here')", "number": 2}]}
+        result = run_plan(plan, package, cell_timeout=60, notebook_timeout=120, memory_mb=3072)
+    finally:
+        package.remove()
+    assert result.events[0]["error"]["ename"] == "MemoryError" and result.events[1]["error"] is None and result.ended
+
+
+def test_the_grades_so_far_are_written_when_the_grader_dies(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    nbformat.write(_read("solutions", "03_self_attention"), folder / "a_first.ipynb")
+    slow = _read("solutions", "03_self_attention")
+    _insert_after(slow, "import math", "import time\ntime.sleep(30)")
+    nbformat.write(slow, folder / "b_slow.ipynb")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    grader = subprocess.Popen([sys.executable, "-m", "minitransformer.grading", "grade", str(folder), "--quiet",
+                               "--json", str(tmp_path / "g.json"), "--csv", str(tmp_path / "g.csv")],
+                              cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(240):
+            if (tmp_path / "g.json").exists():
+                break
+            time.sleep(0.5)
+    finally:
+        grader.kill()
+        grader.wait()
+    reports = json.loads((tmp_path / "g.json").read_text(encoding="utf-8"))
+    assert [(r["student"], r["score"]) for r in reports] == [("a_first", 5)]
+    assert (tmp_path / "g.csv").read_text(encoding="utf-8").count("\n") == 2  # header and one row
+
+
+def test_the_exercise_is_found_from_the_option_metadata_name_or_content():
+    from minitransformer.grading.notebooks import identify
+
+    refs = G.load_references()
+    nb = _read("solutions", "05_add_norm_and_feed_forward")
+    assert identify(nb, Path("x/alice.ipynb"), refs) == ("05_add_norm_and_feed_forward", "metadata")
+    assert identify(nb, Path("x/alice.ipynb"), refs, "03_self_attention") == ("03_self_attention", "--exercise")
+    assert identify(nb, Path("x/alice.ipynb"), refs, "nope")[0] is None
+    nb.metadata = {}
+    assert identify(nb, Path("07_training/alice.ipynb"), refs) == ("07_training", "name")
+    assert identify(nb, Path("x/alice.ipynb"), refs) == ("05_add_norm_and_feed_forward", "content")
+    assert identify(None, Path("x/alice.ipynb"), refs) == (None, "not found")
+
+
+@pytest.mark.skipif(shutil.which("nbgrader") is None, reason="nbgrader is not installed here")
+def test_nbgrader_generates_the_assignments_from_the_solutions(tmp_path):
+    for name in NAMES:
+        (tmp_path / "source" / name).mkdir(parents=True)
+        shutil.copy(ROOT / "solutions" / f"{name}.ipynb", tmp_path / "source" / name)
+        run = subprocess.run(["nbgrader", "generate_assignment", name, "--force", f"--CourseDirectory.root={tmp_path}",
+                              f"--CourseDirectory.db_url=sqlite:///{tmp_path}/gradebook.db"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+        released = (tmp_path / "release" / name / f"{name}.ipynb").read_text(encoding="utf-8")
+        assert "BEGIN SOLUTION" not in released and "HIDDEN TESTS" not in released

@@ -30,6 +30,13 @@ from typing import Any
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # minitransformer/
 _GRACE = 5.0  # seconds between SIGINT and SIGKILL
+_LIVE: set[subprocess.Popen] = set()  # runners still going, killed by kill_all when grading stops early
+
+
+def kill_all() -> None:
+    """Kill every runner still going (and what it started in its session)."""
+    for process in list(_LIVE):
+        _kill(process, signal.SIGKILL)
 
 
 class PackageCopy:
@@ -124,6 +131,7 @@ def run_plan(plan: dict[str, Any], package: PackageCopy, *, cell_timeout: float,
             [sys.executable, "-m", "minitransformer.grading._runner", str(write_end), str(memory_mb)],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errors, cwd=workdir, env=env,
             pass_fds=(write_end,), start_new_session=True)
+        _LIVE.add(process)
         os.close(write_end)
         try:
             assert process.stdin is not None
@@ -180,6 +188,7 @@ def run_plan(plan: dict[str, Any], package: PackageCopy, *, cell_timeout: float,
             result.exit_code = process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        _LIVE.discard(process)
         errors.seek(0)
         result.stderr = errors.read()[-2000:].decode("utf-8", "replace")
     shutil.rmtree(workdir, ignore_errors=True)

@@ -416,7 +416,7 @@ def write_results(reports: Sequence[Report], json_path: Path | None, csv_path: P
 def grade_all(items: Sequence[tuple[Path, str]], *, jobs: int = 1, on_report: Callable[[Report], None] | None = None,
               **options: Any) -> list[Report]:
     """Grade many notebooks, ``jobs`` at a time; every file is read before the first one runs."""
-    from ._sandbox import PackageCopy
+    from ._sandbox import PackageCopy, kill_all
 
     refs = options.pop("references", None) or load_references(options.pop("reference", None))
     contents: list[bytes | None] = []
@@ -443,10 +443,12 @@ def grade_all(items: Sequence[tuple[Path, str]], *, jobs: int = 1, on_report: Ca
                 on_report(report)
         return report
 
+    pool = concurrent.futures.ThreadPoolExecutor(max(1, jobs))
     try:
-        with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
-            list(pool.map(one, range(len(items))))
-    finally:
+        list(pool.map(one, range(len(items))))
+    finally:  # stopped early (Ctrl-C): no runner outlives the grader; what was graded is already written
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_all()
         package.remove()
     return [r for r in reports if r is not None]
 
