@@ -108,7 +108,10 @@ class RunResult:
 
 def _kill(process: subprocess.Popen, sig: int) -> None:
     try:
-        os.killpg(process.pid, sig)
+        if hasattr(os, "killpg"):
+            os.killpg(process.pid, sig)
+        elif sig != signal.SIGINT:
+            process.kill()
     except (ProcessLookupError, PermissionError):
         pass
 
