@@ -305,7 +305,16 @@ class _FeedForwardDropoutAlwaysOn(nn.Module):
         return self.linear2(F.dropout(torch.relu(self.linear1(x)), self.p))  # training=True: on in eval mode too
 
 
+def _causal_one_row_too_far(n):
+    mask = torch.ones(n, n, dtype=torch.bool).tril()
+    if n > 4:
+        mask[3, 4] = True
+    return mask[None, None]
+
+
 REVIEW = [
+    ("causal row 3 sees 4", G.check_causal_mask, _causal_one_row_too_far, "Row 3 of your causal mask lets position 3 "
+     "see position 4"),
     ("causal tril(1)", G.check_causal_mask, lambda n: torch.ones(n, n, dtype=torch.bool).tril(1)[None, None], "tril(1)"),
     ("attention scaled after softmax", G.check_scaled_dot_product_attention, _attention_scaled_after_softmax,
      "after the softmax"),
@@ -815,3 +824,20 @@ def test_nbgrader_generates_the_assignments_from_the_solutions(tmp_path):
         assert run.returncode == 0, run.stderr[-2000:]
         released = (tmp_path / "release" / name / f"{name}.ipynb").read_text(encoding="utf-8")
         assert "BEGIN SOLUTION" not in released and "HIDDEN TESTS" not in released
+
+
+@pytest.mark.parametrize("wrong, blamed", [("mask", "check task 2"), ("attention", "check task 1")])
+def test_putting_it_together_in_03_blames_the_right_task(wrong, blamed):
+    solution = _read("solutions", "03_self_attention")
+    space: dict[str, Any] = {}
+    for cell in solution.cells:
+        if cell.cell_type == "code" and ("def my_" in cell.source or "import math" in cell.source):
+            exec(cell.source, space)
+    if wrong == "mask":
+        space["my_padding_mask"] = lambda tokens, pad_id: (tokens != pad_id)[:, None, :, None]  # hides rows
+    else:
+        right = space["my_attention"]
+        space["my_attention"] = lambda q, k, v, mask=None: right(q, k, v)  # forgets the mask
+    together = next(c for c in solution.cells if "tokens = torch.tensor([[5, 7, 9, 4]" in c.source)
+    with pytest.raises(AssertionError, match=blamed):
+        exec(together.source, space)

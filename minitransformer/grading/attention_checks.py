@@ -283,7 +283,11 @@ def check_causal_mask(fn: Callable[[int], Tensor], *, task: int | str | None = N
             elif torch.equal(mask[0, 0], ~square.tril()):
                 hint = "True means 'may attend': your mask allows exactly the future positions (it is inverted)."
             else:
-                hint = f"expected\n{expected[0, 0].int()}\ngot\n{mask[0, 0].int()}"
+                row, col = (int(i) for i in (mask[0, 0] != expected[0, 0]).nonzero()[0])
+                hint = (f"Row {row} of your causal mask lets position {row} see position {col}, which is in its future."
+                        if col > row else f"Row {row} of your causal mask hides position {col} from position {row}, "
+                        "which may see itself and every earlier position.")
+                hint += f" Expected\n{expected[0, 0].int()}\ngot\n{mask[0, 0].int()}"
             raise AssertionError(f"{text} gave the wrong mask. {hint}")
     _passed(task, "causal mask, sizes 1, 3 and 6")
 
