@@ -296,6 +296,23 @@ def _register_questions() -> None:
     """The conceptual question of exercise 03 (added to question_checks.QUESTIONS)."""
     from .question_checks import QUESTIONS, _Question
 
+    QUESTIONS.setdefault("02-pe-properties", _Question(
+        title="properties of the sinusoidal encoding",
+        correct=frozenset("ABD"),
+        why=("each position up to max_len gets its own vector (A), every entry is a sine or cosine in [-1, 1] (B), "
+             "and a fixed offset k is the same linear map M_k for every position (D); nothing is learned (C) and "
+             "the formula gives a vector for any position, seen in training or not (E)"),
+        wrong={
+            frozenset("ABCD"): "C: the table is a formula of the position and the feature index; the paper "
+                               "compares it with learned positions (Table 3, row E), but this one has no parameter.",
+            frozenset("ABDE"): "E: the formula works for any position, so a longer sentence still gets vectors "
+                               "(whether the model handles them well is another matter).",
+            frozenset("AB"): "D as well: task 2 built the matrix M_k, and PE[p + k] = PE[p] @ M_k for every p.",
+            frozenset("BD"): "A as well: the sines and cosines of many wavelengths together differ for every "
+                             "position up to max_len (the lesson's table shows no two equal rows).",
+        },
+        hint="Go through the five statements one by one with the formula and your task 2 in mind.",
+    ))
     QUESTIONS.setdefault("03-nan-rows", _Question(
         title="which masks make my_attention return a row of NaN",
         correct=frozenset("BC"),
