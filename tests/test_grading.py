@@ -762,6 +762,22 @@ def test_the_notebook_time_limit_stops_a_slow_notebook():
     assert result.notebook_timeout and not result.ended and 0 < len(result.events) < 30
 
 
+def test_a_submission_sees_a_private_folder_and_none_of_the_graders_secrets(monkeypatch):
+    from minitransformer.grading._sandbox import PackageCopy, run_plan
+
+    monkeypatch.setenv("GRADER_SECRET_TOKEN", "s3cret")
+    package = PackageCopy()
+    try:
+        plan = {"cells": [{"kind": "code", "number": 1, "source":
+                           "import os, pathlib\nassert 'GRADER_SECRET_TOKEN' not in os.environ\n"
+                           "assert os.listdir('.') == []\nassert os.environ['OMP_NUM_THREADS'] == '1'\n"
+                           "import torch\nassert torch.get_num_threads() == 1"}]}
+        result = run_plan(plan, package, cell_timeout=60, notebook_timeout=120, memory_mb=0)
+    finally:
+        package.remove()
+    assert result.ended and result.events[0]["error"] is None, result.events
+
+
 def test_the_memory_limit_stops_a_greedy_cell():
     from minitransformer.grading._sandbox import PackageCopy, run_plan
 

@@ -30,6 +30,8 @@ from typing import Any
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # minitransformer/
 _GRACE = 5.0  # seconds between SIGINT and SIGKILL
+_ENV_KEPT = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX",
+                       "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "SYSTEMROOT"})
 _LIVE: set[subprocess.Popen] = set()  # runners still going, killed by kill_all when grading stops early
 
 
@@ -122,11 +124,15 @@ def run_plan(plan: dict[str, Any], package: PackageCopy, *, cell_timeout: float,
     if cell_timeout <= 0 or notebook_timeout <= 0:
         raise ValueError("time limits must be > 0 seconds")
     nonce = secrets.token_hex(16)
-    workdir = Path(tempfile.mkdtemp(prefix="submission-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JPY_", "JUPYTER_"))}
+    private = Path(tempfile.mkdtemp(prefix="submission-"))  # the working folder, a home and a temp folder
+    workdir, home, tmp = private / "work", private / "home", private / "tmp"
+    for folder in (workdir, home, tmp):
+        folder.mkdir()
+    # Only what Python and torch need: the instructor's other variables (tokens, keys) stay out of reach.
+    env = {k: v for k, v in os.environ.items() if k in _ENV_KEPT or k.startswith("LC_")}
     env.update(PYTHONPATH=os.pathsep.join([str(package.root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", TQDM_DISABLE="1",
-               MPLBACKEND="Agg", TMPDIR=str(workdir), HOME=str(workdir), PYTHONDONTWRITEBYTECODE="1")
+               MPLBACKEND="Agg", TMPDIR=str(tmp), HOME=str(home), PYTHONDONTWRITEBYTECODE="1")
     read_end, write_end = os.pipe()
     result = RunResult()
     with tempfile.TemporaryFile() as errors:
@@ -194,5 +200,5 @@ def run_plan(plan: dict[str, Any], package: PackageCopy, *, cell_timeout: float,
         _LIVE.discard(process)
         errors.seek(0)
         result.stderr = errors.read()[-2000:].decode("utf-8", "replace")
-    shutil.rmtree(workdir, ignore_errors=True)
+    shutil.rmtree(private, ignore_errors=True)
     return result
