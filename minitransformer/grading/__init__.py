@@ -17,7 +17,7 @@ untouched, so calling one does not change what the rest of a notebook computes.
 
 # The package, one module per part: _common.py (helpers shared by the checks), attention_checks.py
 # (exercises 02, 03, 06), layer_checks.py (04, 05), decoding_checks.py (06, 07), generate.py (exercises
-# and reference from the solutions), notebooks.py (grading whole notebooks, the command), _sandbox.py
+# and reference from the solutions), notebooks.py (grading one notebook), classroom.py (a folder, the command), _sandbox.py
 # and _runner.py (running one submission in its own limited process); __main__.py runs the command.
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from .question_checks import check_answer
 from .training_checks import check_token_batches, check_warmup_schedule
 from .translation_checks import (check_beam_search, check_beam_step, check_checkpoint_average,
                                  check_normalised_scores)
-from .notebooks import Report, TaskResult, grade_all, grade_notebook, load_references, main
+from .classroom import grade_all, main
+from .notebooks import Report, TaskResult, grade_notebook, load_references
 
 __all__ = [
     "Report",
