@@ -47,7 +47,7 @@ class PackageCopy:
     def __init__(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="minitransformer-grader-"))
         self.files = {p.relative_to(_PACKAGE): p.read_bytes() for p in sorted(_PACKAGE.rglob("*"))
-                      if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".json")}
+                      if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
         self._write()
 
     def _write(self) -> None:
