@@ -857,3 +857,22 @@ def test_putting_it_together_in_03_blames_the_right_task(wrong, blamed):
     together = next(c for c in solution.cells if "tokens = torch.tensor([[5, 7, 9, 4]" in c.source)
     with pytest.raises(AssertionError, match=blamed):
         exec(together.source, space)
+
+
+def test_partial_credit_counts_each_passing_part():
+    from minitransformer.grading._sandbox import RunResult
+    from minitransformer.grading.notebooks import Report, _score
+
+    ref = G.load_references()["06_decoder_and_masking"]
+    task = next(t for t in ref["tasks"] if t["grade_id"] == "task-6")
+    assert task["parts"] == [2, 1] and "seeds=(3, 4)" in task["source"] and "seeds" not in task["visible"]
+    cells = [{"kind": "check", "grade_id": t["grade_id"], "source": t["source"]} for t in ref["tasks"]]
+    run = RunResult(ended=True)
+    for index, t in enumerate(ref["tasks"]):
+        parts = [{"passed": True, "message": "✓"}]
+        if t["grade_id"] == "task-6":  # the visible check passes, the hidden one fails
+            parts = [{"passed": True, "message": "✓ Task 6 passed"}, {"passed": False, "message": "AssertionError: no"}]
+        run.events[index] = {"event": "done", "cell": index, "parts": parts}
+    results = {r.grade_id: r for r in _score(cells, ref, run, 30, 60, Report(path="x"))}
+    assert (results["task-6"].score, results["task-6"].points) == (2, 3)
+    assert results["task-6"].message == "2 of 3 points; part 2 failed: AssertionError: no"
