@@ -808,8 +808,8 @@ def test_the_grades_so_far_are_written_when_the_grader_dies(tmp_path):
                 break
             time.sleep(0.5)
     finally:
-        grader.kill()
-        grader.wait()
+        grader.terminate()
+        grader.wait(timeout=60)
     reports = json.loads((tmp_path / "g.json").read_text(encoding="utf-8"))
     assert [(r["student"], r["score"]) for r in reports] == [("a_first", 5)]
     assert (tmp_path / "g.csv").read_text(encoding="utf-8").count("\n") == 2  # header and one row

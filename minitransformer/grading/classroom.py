@@ -13,6 +13,8 @@ import csv
 import io
 import json
 import os
+import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -106,6 +108,8 @@ def grade_all(items: Sequence[tuple[Path, str]], *, jobs: int = 1, on_report: Ca
         report = grade_notebook(path, references=refs, package=package, student=student,
                                 data=contents[i] if contents[i] is not None else None, **options)
         with lock:  # one grader at a time checks and rewrites the package copy
+            if stopping.is_set():  # cut short by the instructor, not by the submission: no grade
+                return report
             if not package.intact() and not report.error:
                 report.error = "the submission changed the grader's copy of the package; its grade is void"
                 for t in report.tasks:
@@ -115,12 +119,14 @@ def grade_all(items: Sequence[tuple[Path, str]], *, jobs: int = 1, on_report: Ca
                 on_report(report)
         return report
 
+    stopping = threading.Event()
     pool = concurrent.futures.ThreadPoolExecutor(max(1, jobs))
     try:
         list(pool.map(one, range(len(items))))
-    finally:  # stopped early (Ctrl-C): no runner outlives the grader; what was graded is already written
-        pool.shutdown(wait=False, cancel_futures=True)
+    finally:  # stopped early (Ctrl-C, SIGTERM): what was graded is written, no runner outlives the grader
+        stopping.set()
         kill_all()
+        pool.shutdown(wait=True, cancel_futures=True)
         package.remove()
     return [r for r in reports if r is not None]
 
@@ -184,6 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("no notebooks found")
     if args.exercise and args.exercise not in refs:
         parser.error(f"unknown exercise {args.exercise!r}; known: {', '.join(sorted(refs))}")
+    # SIGTERM (a job scheduler, `kill`) ends the run like Ctrl-C: runners killed, temporary folders removed.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     done: list[Report] = []
 
     def on_report(report: Report) -> None:
