@@ -155,8 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "training checkpoint of a run)")
     average.add_argument("--force", action="store_true", help="replace --out if it exists (never a training "
                                                               "checkpoint)")
-    commands.add_parser("grade", help="grade exercise notebooks (see: minitransformer grade --help)",
-                        description="Grade exercise notebooks; the options are those of "
+    commands.add_parser("grade", help="grade exercise notebooks; EXECUTES the submitted code (see: minitransformer "
+                        "grade --help)", description="Grade exercise notebooks; the options are those of "
                         "python -m minitransformer.grading.")
     return parser
 

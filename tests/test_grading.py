@@ -1,20 +1,28 @@
-"""The exercise checks and the grader (minitransformer.grading).
+"""The exercise checks, the exercise generator and the grader (minitransformer.grading).
 
-* every check passes the package's own implementation (or a correct reference);
+* every check passes a correct implementation (the package's own, with its anti-cheat sentinels off)
+  and fails on the package's own when they are on, however it was imported;
 * every check fails, with the expected explanation, on the usual wrong implementations;
-* the exercise and solution notebooks agree with each other and with the grader;
-* the grading command gives the solutions full marks and the blank exercises 0, restores
-  edited or deleted check cells, and notes code that borrows the package's version of a task.
+* the committed exercises and reference are what the generator makes of the solutions, whose
+  nbgrader metadata is valid;
+* the grading command gives the solutions full marks and the blank exercises 0, and survives the
+  hostile submissions (one shared run over a class folder, module-scoped: it starts processes).
 """
 
 from __future__ import annotations
 
+import contextlib
+import csv
+import importlib
+import io
 import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,12 +36,20 @@ from minitransformer import (EncoderLayer, LayerNorm, MultiHeadAttention, Positi
                              make_causal_mask, make_padding_mask, make_target_mask, scaled_dot_product_attention,
                              sinusoidal_positional_encoding)
 from minitransformer import grading as G
+from minitransformer.grading import _common
 from minitransformer.grading.decoding_checks import _greedy_by_hand
-from minitransformer.grading.notebooks import _package_uses
+from minitransformer.grading.generate import exercise_from_solution, make_exercises
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMES = ["01_positional_encoding_and_attention", "02_multi_head_attention_and_layers",
-         "03_decoding_and_label_smoothing"]
+NAMES = sorted(p.stem for p in (ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
+MINE = ["02_positional_encoding", "03_self_attention", "04_multi_head_attention", "05_add_norm_and_feed_forward",
+        "06_decoder_and_masking", "07_training"]
+
+
+@pytest.fixture
+def no_sentinels(monkeypatch):
+    """The package's own pieces, which the checks normally refuse, allowed (to test the checks themselves)."""
+    monkeypatch.setattr(_common, "_sentinels", lambda *a, **k: contextlib.nullcontext())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -63,12 +79,12 @@ CORRECT: list[tuple[Callable[..., None], Any]] = [
 
 
 @pytest.mark.parametrize("check, implementation", CORRECT, ids=lambda x: getattr(x, "__name__", str(x)))
-def test_the_package_passes_its_own_checks(check, implementation, capsys):
+def test_the_package_passes_its_own_checks(check, implementation, capsys, no_sentinels):
     check(implementation, task=7)
     assert capsys.readouterr().out.startswith("✓ Task 7 passed: ")
 
 
-def test_a_check_leaves_the_random_state_alone(capsys):
+def test_a_check_leaves_the_random_state_alone(capsys, no_sentinels):
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
@@ -238,7 +254,7 @@ def _with_part(module: nn.Module, name: str, part: nn.Module) -> nn.Module:
 
 
 @pytest.mark.parametrize("check, implementation, message", [w[1:] for w in WRONG], ids=[w[0] for w in WRONG])
-def test_a_wrong_implementation_is_explained(check, implementation, message, capsys):
+def test_a_wrong_implementation_is_explained(check, implementation, message, capsys, no_sentinels):
     with pytest.raises(AssertionError, match=re.escape(message)):
         check(implementation, task=1)
     assert "passed" not in capsys.readouterr().out
@@ -260,116 +276,471 @@ def test_a_stub_raises_its_not_implemented_error():
         G.check_positional_encoding(stub)
 
 
+# The review's findings: each mistake has its own message.
+
+def _attention_scaled_after_softmax(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1) / math.sqrt(query.size(-1))
+    return weights @ value, weights
+
+
+class _LayerNormIgnoringEps(nn.Module):
+    def __init__(self, d_model: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.weight, self.bias = nn.Parameter(torch.ones(d_model)), nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        mean, var = x.mean(-1, keepdim=True), x.var(-1, keepdim=True, unbiased=False)
+        return (x - mean) / torch.sqrt(var + 1e-5) * self.weight + self.bias
+
+
+class _FeedForwardDropoutAlwaysOn(nn.Module):
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.linear1, self.linear2, self.p = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model), dropout
+
+    def forward(self, x):
+        return self.linear2(F.dropout(torch.relu(self.linear1(x)), self.p))  # training=True: on in eval mode too
+
+
+def _causal_one_row_too_far(n):
+    mask = torch.ones(n, n, dtype=torch.bool).tril()
+    if n > 4:
+        mask[3, 4] = True
+    return mask[None, None]
+
+
+REVIEW = [
+    ("causal row 3 sees 4", G.check_causal_mask, _causal_one_row_too_far, "Row 3 of your causal mask lets position 3 "
+     "see position 4"),
+    ("causal tril(1)", G.check_causal_mask, lambda n: torch.ones(n, n, dtype=torch.bool).tril(1)[None, None], "tril(1)"),
+    ("attention scaled after softmax", G.check_scaled_dot_product_attention, _attention_scaled_after_softmax,
+     "after the softmax"),
+    ("layer norm ignores eps", G.check_layer_norm, _LayerNormIgnoringEps, "ignores its eps argument"),
+    ("feed-forward dropout on in eval", G.check_feed_forward, _FeedForwardDropoutAlwaysOn, "dropout stays on"),
+]
+
+
+@pytest.mark.parametrize("check, implementation, message", [w[1:] for w in REVIEW], ids=[w[0] for w in REVIEW])
+def test_the_reviews_mistakes_are_named(check, implementation, message):
+    with pytest.raises(AssertionError, match=re.escape(message)):
+        check(implementation, task=1)
+
+
+def test_id_3_is_not_an_ordinary_token_in_the_checks_and_exercises():
+    source = (ROOT / "minitransformer/grading/decoding_checks.py").read_text(encoding="utf-8")
+    assert "torch.randint(4, 11," in source and "torch.randint(3, 11," not in source
+    lesson06 = (ROOT / "solutions" / "06_decoder_and_masking.ipynb").read_text(encoding="utf-8")
+    assert "torch.randint(4, VOCAB," in lesson06 and "torch.randint(3, VOCAB," not in lesson06
+    for name in ("06_decoder_and_masking", "07_training"):
+        assert "`<unk>` = 3" in (ROOT / "solutions" / f"{name}.ipynb").read_text(encoding="utf-8")
+
+
 # ----------------------------------------------------------------------------------------------
-# The notebooks
+# The package's own piece is refused by behaviour, however it was imported
+# ----------------------------------------------------------------------------------------------
+
+def _alias_built_from_strings():
+    found = getattr(importlib.import_module("minitransformer"), "scaled_" + "dot_product_attention")
+
+    def my_attention(query, key, value, mask=None):
+        return found(query, key, value, mask)  # a closure: no name of the package in sight
+    return my_attention
+
+
+def _layer_norm_subclass():
+    class MyLayerNorm(nn.LayerNorm):
+        pass
+    return MyLayerNorm
+
+
+REFERENCE_USES = [
+    ("attention by alias", G.check_scaled_dot_product_attention, scaled_dot_product_attention,
+     "minitransformer's scaled_dot_product_attention"),
+    ("attention by strings", G.check_scaled_dot_product_attention, _alias_built_from_strings(),
+     "minitransformer's scaled_dot_product_attention"),
+    ("attention from torch", G.check_scaled_dot_product_attention,
+     lambda q, k, v, mask=None: (F.scaled_dot_product_attention(q, k, v, None if mask is None else mask), None),
+     "torch's scaled_dot_product_attention"),
+    ("layer norm subclass", G.check_layer_norm, _layer_norm_subclass(), "torch's LayerNorm"),
+    ("greedy decoding", G.check_greedy_decode, greedy_decode, "minitransformer's greedy_decode"),
+    ("target mask", G.check_target_mask, lambda t, p: make_target_mask(t, p), "make_target_mask"),
+]
+
+
+@pytest.mark.parametrize("check, implementation, message", [w[1:] for w in REFERENCE_USES],
+                         ids=[w[0] for w in REFERENCE_USES])
+def test_the_packages_own_piece_is_refused_with_the_right_task(check, implementation, message, capsys):
+    with pytest.raises(AssertionError, match=r"^Task 5: your code calls .*" + re.escape(message)):
+        check(implementation, task=5)
+    assert "passed" not in capsys.readouterr().out
+    # Afterwards the package works as before: the sentinels are gone.
+    out, weights = scaled_dot_product_attention(torch.ones(1, 2, 4), torch.ones(1, 2, 4), torch.ones(1, 2, 4))
+    assert torch.allclose(weights, torch.full((1, 2, 2), 0.5))
+    assert isinstance(nn.LayerNorm(4)(torch.randn(2, 4)), torch.Tensor)
+
+
+def test_a_package_piece_the_task_allows_is_not_refused(capsys):
+    # The encoder layer of exercise 05 may use the package's MultiHeadAttention.
+    solution = nbformat.read(ROOT / "solutions" / "05_add_norm_and_feed_forward.ipynb", as_version=4)
+    space: dict[str, Any] = {}
+    for cell in solution.cells:
+        if cell.cell_type == "code" and not cell.metadata["nbgrader"]["grade"] and "encoder = " not in cell.source:
+            exec(cell.source, space)
+    G.check_encoder_layer(space["MyEncoderLayer"], task=3)
+    assert "✓ Task 3 passed" in capsys.readouterr().out
+
+
+def test_the_nan_row_question_explains_wrong_answers():
+    G.check_answer("03-nan-rows", "bc", task=3)
+    for wrong, words in [("C", "hides whole ROWS"), ("BCD", "sets the weights of masked keys to 0"),
+                         ("ABC", "never a whole row")]:
+        with pytest.raises(AssertionError, match=re.escape(words)):
+            G.check_answer("03-nan-rows", wrong, task=3)
+
+
+def test_the_nan_row_question_agrees_with_the_package_and_a_plain_softmax():
+    x = torch.randn(2, 3, 8)
+
+    def plain(mask):
+        scores = (x @ x.transpose(-2, -1) / math.sqrt(8)).masked_fill(~mask, float("-inf"))
+        return torch.softmax(scores, dim=-1)
+
+    tokens = torch.tensor([[5, 7, 0], [6, 0, 0]])
+    assert not plain((tokens != 0)[:, None, :]).isnan().any()  # A
+    assert plain((tokens != 0)[:, :, None]).isnan().any()  # B
+    assert plain((torch.tensor([[5, 7, 0], [0, 0, 0]]) != 0)[:, None, :]).isnan().any()  # C
+    assert not scaled_dot_product_attention(x, x, x, (tokens != 0)[:, :, None])[1].isnan().any()  # D
+
+
+# ----------------------------------------------------------------------------------------------
+# The generator and the nbgrader format
 # ----------------------------------------------------------------------------------------------
 
 def _read(folder: str, name: str) -> nbformat.NotebookNode:
     return nbformat.read(ROOT / folder / f"{name}.ipynb", as_version=4)
 
 
-def test_exercises_and_solutions_come_in_pairs():
+def test_the_committed_exercises_are_what_the_generator_makes(tmp_path):
+    stale = make_exercises(ROOT / "solutions", ROOT / "exercises", ROOT / "minitransformer/grading/reference", check=True)
+    assert stale == [], "run `python -m minitransformer.grading make-exercises`: " + ", ".join(stale)
+
+
+def test_every_lesson_of_mine_has_an_exercise():
+    assert set(MINE) <= set(NAMES)
     assert sorted(p.stem for p in (ROOT / "exercises").glob("*.ipynb")) == NAMES
-    assert sorted(p.stem for p in (ROOT / "solutions").glob("*.ipynb")) == NAMES
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_exercise_and_solution_differ_only_in_the_stubs(name: str):
-    exercise, solution = _read("exercises", name), _read("solutions", name)
-    assert exercise.metadata["grading"] == solution.metadata["grading"] == {"exercise": name}
-    assert len(exercise.cells) == len(solution.cells)
-    tasks = [c.metadata["grading"] for c in exercise.cells if "grading" in c.metadata]
-    assert [t["grade_id"] for t in tasks] == [f"task-{n}" for n in range(1, len(tasks) + 1)]
-    assert 3 <= len(tasks) <= 5
-    for index, (ex, sol) in enumerate(zip(exercise.cells, solution.cells)):
-        assert ex.cell_type == sol.cell_type and ex.metadata.get("grading") == sol.metadata.get("grading")
-        if ex.cell_type == "code":
-            assert not ex.outputs and ex.execution_count is None, f"{name}: exercise cell {index} has outputs"
-        stub = ex.cell_type == "code" and "raise NotImplementedError" in ex.source
-        if stub:
-            task = re.search(r'NotImplementedError\("Task (\d+):', ex.source)
-            assert task, f"{name}: a stub must say which task it belongs to"
-            assert "NotImplementedError" not in sol.source, f"{name}: solution cell {index} is still a stub"
-        elif index > 0:  # the title cell of a solution carries a banner
-            assert ex.source == sol.source, f"{name}: cell {index} differs between exercise and solution"
+def test_the_nbgrader_metadata_is_valid(name: str):
+    """What nbgrader's generate_assignment requires (schema version 3), checked here without nbgrader."""
+    solution = _read("solutions", name)
+    assert solution.metadata["minitransformer"]["exercise"] == name
+    ids = []
+    for cell in solution.cells:
+        info = cell.metadata["nbgrader"]
+        assert info["schema_version"] == 3 and {"grade", "solution", "locked", "grade_id"} <= set(info)
+        assert re.fullmatch(r"[A-Za-z0-9_-]+", info["grade_id"]), info["grade_id"]
+        ids.append(info["grade_id"])
+        if info["grade"]:
+            assert cell.cell_type == "code" and info["locked"] and not info["solution"]
+            assert isinstance(info["points"], (int, float)) and info["points"] > 0
+        if info["solution"]:
+            assert not info["locked"] and cell.source.count("### BEGIN SOLUTION") == cell.source.count("### END SOLUTION") > 0
+        if not info["grade"] and not info["solution"]:
+            assert info["locked"]
+    assert len(ids) == len(set(ids)), "grade_id must be unique"
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_solutions_do_not_borrow_the_package_pieces_they_implement(name: str):
-    assert _package_uses(_read("solutions", name)) == []
+def test_an_exercise_hides_the_solutions_and_the_hidden_tests(name: str):
+    exercise = _read("exercises", name)
+    text = "\n".join(c.source for c in exercise.cells)
+    for marker in ("### BEGIN SOLUTION", "### END SOLUTION", "HIDDEN TESTS", "### HINT", "### STUB", "> **Solutions.**"):
+        assert marker not in text, marker
+    for cell in exercise.cells:
+        if cell.cell_type == "code":
+            assert not cell.outputs and cell.execution_count is None
+        if cell.metadata["nbgrader"]["solution"] and "answer" not in cell.source:
+            task = cell.metadata["nbgrader"]["grade_id"].split("-")[1]
+            assert f'raise NotImplementedError("Task {task}: ' in cell.source
 
 
-def test_the_look_alike_note_can_fire():
-    notebook = _read("solutions", NAMES[0])
-    stub = next(c for c in notebook.cells if "def my_attention" in c.source)
-    stub.source = "from minitransformer import scaled_dot_product_attention as my_attention"
-    assert _package_uses(notebook) == [
-        "task-2: the code uses scaled_dot_product_attention, the package's own version of what this task asks for"
+def test_the_generator_keeps_the_stub_signature_and_indentation():
+    solution = _read("solutions", "04_multi_head_attention")
+    stub = next(c for c in exercise_from_solution(solution).cells if "class MyMultiHeadAttention" in c.source)
+    assert "    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor," in stub.source
+    assert '        raise NotImplementedError("Task 2: project, split into heads' in stub.source
+    ast_tree = __import__("ast").parse(stub.source)  # still valid Python
+    assert ast_tree.body
+
+
+def test_the_reference_ships_as_package_data():
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert '"minitransformer.grading" = ["reference/*.json"]' in text
+    refs = G.load_references()
+    assert set(MINE) <= set(refs)
+    pe = refs["02_positional_encoding"]["tasks"][0]
+    assert "sizes=((256, 512)" in pe["source"] and "256" not in pe["visible"] and pe["parts"] == [1, 1]
+
+
+def test_without_a_reference_the_grader_refuses(tmp_path):
+    with pytest.raises(FileNotFoundError, match="will not grade with the submissions' own check cells"):
+        G.load_references(tmp_path)
+
+
+# ----------------------------------------------------------------------------------------------
+# The grading command on a class folder: solutions, blank exercises, mistakes and hostile submissions
+# ----------------------------------------------------------------------------------------------
+
+def _code_cell(source: str) -> nbformat.NotebookNode:
+    return nbformat.v4.new_code_cell(source)
+
+
+def _insert_after(nb: nbformat.NotebookNode, needle: str, source: str) -> None:
+    index = next(i for i, c in enumerate(nb.cells) if needle in c.source)
+    nb.cells.insert(index + 1, _code_cell(source))
+
+
+def _replace(nb: nbformat.NotebookNode, needle: str, old: str, new: str) -> None:
+    cell = next(c for c in nb.cells if needle in c.source)
+    assert old in cell.source
+    cell.source = cell.source.replace(old, new)
+
+
+def _class_folder(root: Path) -> Path:
+    """submitted/<student>/<exercise>/<exercise>.ipynb, as nbgrader collects them, plus a few loose files."""
+    def put(student: str, nb: nbformat.NotebookNode, name: str = "03_self_attention") -> None:
+        folder = root / "submitted" / student / name
+        folder.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, folder / f"{name}.ipynb")
+
+    for name in NAMES:
+        put(f"solution-{name[:2]}", _read("solutions", name), name)
+        put(f"blank-{name[:2]}", _read("exercises", name), name)
+
+    # (student, the notebook it starts from, the cell after which a cell is added, that cell's code)
+    added = [
+        ("cheat-redefines", "exercises", "import math",  # a blank notebook that fakes its checks
+         'def check_scaled_dot_product_attention(*args, **kwargs):\n    print("✓ Task 1 passed")\n\n'
+         'check_padding_mask = lambda *args, **kwargs: print("✓ Task 2 passed")'),
+        ("cheat-rebinds", "solutions", "import math", "import types\nminitransformer = types.SimpleNamespace()"),
+        ("cheat-patches", "exercises", "import math",
+         "import minitransformer.grading._common as c\nc._compare = lambda *args, **kwargs: None"),
+        ("hostile-kills-parent", "solutions", "def my_padding_mask", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
+        ("hostile-loops", "solutions", "def my_padding_mask",
+         "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"),
     ]
+    for student, kind, after, source in added:
+        nb = _read(kind, "03_self_attention")
+        _insert_after(nb, after, source)
+        put(student, nb)
 
+    strings = _read("solutions", "03_self_attention")
+    _replace(strings, "def my_attention", "    d_k = query.size(-1)",
+             "    import importlib\n"
+             "    f = getattr(importlib.import_module('minitransformer'), 'scaled_' + 'dot_product_attention')\n"
+             "    return f(query, key, value, mask)\n    d_k = query.size(-1)")
+    put("cheat-strings", strings)
 
-# ----------------------------------------------------------------------------------------------
-# The grading command, run once over the solutions, the blank exercises and a tampered submission
-# ----------------------------------------------------------------------------------------------
+    victim = root / "victim.txt"
+    victim.write_text("another student's work")
+    deleter = _read("solutions", "03_self_attention")
+    _insert_after(deleter, "import math", "import os\nfor p in ('../victim.txt', '../../victim.txt', "
+                                          "'../../../victim.txt', '../../../../victim.txt', 'victim.txt'):\n"
+                                          "    try:\n        os.remove(p)\n    except OSError:\n        pass")
+    put("hostile-deletes", deleter)
+
+    rewriter = _read("exercises", "03_self_attention")
+    _insert_after(rewriter, "import math", (
+        "import json, pathlib, minitransformer.grading as g\n"
+        "folder = pathlib.Path(g.__file__).parent\n"
+        "for path in [folder / 'reference' / '03_self_attention.json', folder / 'attention_checks.py']:\n"
+        "    try:\n"
+        "        path.chmod(0o644)\n"
+        "        path.write_text(path.read_text().replace('raise AssertionError', 'return None or print'))\n"
+        "    except OSError as err:\n"
+        "        print('refused', err)"))
+    put("hostile-rewrites", rewriter)
+    put("blank-after-rewrite", _read("exercises", "03_self_attention"))
+
+    broken = _read("solutions", "03_self_attention")
+    _replace(broken, "def my_padding_mask", "return (tokens != pad_id)[:, None, None, :]",
+             "return (tokens != pad_id)[:, None, None, :]]")
+    put("syntax-error", broken)
+
+    edited = _read("solutions", "03_self_attention")  # a bug hidden by a faked check, and a deleted check cell
+    _replace(edited, "def my_attention", " / math.sqrt(d_k)", "")
+    check1 = next(c for c in edited.cells if c.metadata["nbgrader"].get("grade_id") == "task-1")
+    check1.source = 'print("✓ Task 1 passed")'
+    edited.cells = [c for c in edited.cells if c.metadata["nbgrader"].get("grade_id") != "task-2"]
+    put("edits-checks", edited)
+
+    unreadable = root / "submitted" / "unreadable" / "03_self_attention"
+    unreadable.mkdir(parents=True)
+    (unreadable / "03_self_attention.ipynb").write_text("{ this is not a notebook")
+
+    mystery = _read("solutions", "03_self_attention")
+    mystery.metadata = {}
+    for cell in mystery.cells:
+        cell.metadata = {}
+    nbformat.write(mystery, root / "mystery.ipynb")
+    return root
+
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory) -> dict[str, dict[str, Any]]:
-    folder = tmp_path_factory.mktemp("submissions")
-    # A learner's copy: a bug in task 2 hidden by a check cell replaced with a fake success,
-    # and the check cell of task 4 deleted.
-    notebook = _read("solutions", NAMES[0])
-    attention = next(c for c in notebook.cells if "def my_attention" in c.source)
-    attention.source = attention.source.replace(" / math.sqrt(d_k)", "")
-    check2 = next(c for c in notebook.cells if c.metadata.get("grading", {}).get("grade_id") == "task-2")
-    check2.source = 'print("✓ Task 2 passed")'
-    notebook.cells = [c for c in notebook.cells if c.metadata.get("grading", {}).get("grade_id") != "task-4"]
-    nbformat.write(notebook, folder / "alice.ipynb")
+def graded(tmp_path_factory) -> dict[str, Any]:
+    root = _class_folder(tmp_path_factory.mktemp("class"))
+    reference = (ROOT / "minitransformer/grading/reference/03_self_attention.json").read_bytes()
+    checks = (ROOT / "minitransformer/grading/attention_checks.py").read_bytes()
+    out = root / "out"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "minitransformer.grading", "grade", str(root / "submitted"), str(root / "mystery.ipynb"),
+               "--jobs", "2", "--timeout", "30", "--json", str(out / "grades.json"), "--csv", str(out / "grades.csv"),
+               "--quiet"]
+    run = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    reports = json.loads((out / "grades.json").read_text(encoding="utf-8"))
+    return {"run": run, "root": root, "reports": {(r["student"], r["exercise"]): r for r in reports},
+            "csv": (out / "grades.csv").read_text(encoding="utf-8"),
+            "feedback": (out / "grades_feedback.csv").read_text(encoding="utf-8"),
+            "reference_intact": (ROOT / "minitransformer/grading/reference/03_self_attention.json").read_bytes() == reference
+            and (ROOT / "minitransformer/grading/attention_checks.py").read_bytes() == checks}
 
-    out = folder / "grades.json"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "minitransformer.grading", "solutions", "exercises", str(folder),
-               "--jobs", "2", "--timeout", "60", "--json", str(out)]
-    run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
-    reports = json.loads(out.read_text(encoding="utf-8"))
-    by_name = {str(Path(r["path"]).relative_to(folder) if r["path"].startswith(str(folder)) else r["path"]): r
-               for r in reports}
-    by_name["stdout"] = {"text": run.stdout}
-    return by_name
+
+def _tasks(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["grade_id"]: t for t in report["tasks"]}
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_solutions_get_full_marks(graded, name: str):
-    report = graded[f"solutions/{name}.ipynb"]
-    assert report["error"] is None and report["notes"] == []
+    report = graded["reports"][(f"solution-{name[:2]}", name)]
+    assert report["error"] is None and report["notes"] == [], report
     assert report["score"] == report["max_score"] > 0, [t["message"] for t in report["tasks"]]
-    assert all(t["message"].startswith(f"✓ Task {t['grade_id'][5:]} passed") for t in report["tasks"])
+    assert all(t["message"].startswith("✓ Task") for t in report["tasks"])
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_blank_exercises_get_nothing(graded, name: str):
-    report = graded[f"exercises/{name}.ipynb"]
+    report = graded["reports"][(f"blank-{name[:2]}", name)]
     assert report["error"] is None and report["score"] == 0 and report["max_score"] > 0
     for task in report["tasks"]:
-        assert task["message"].startswith(f"NotImplementedError: Task {task['grade_id'][5:]}:"), task
+        assert task["message"].startswith((f"NotImplementedError: Task {task['grade_id'][5:]}:", "AssertionError: Question")), task
 
 
-def test_edited_and_deleted_check_cells_are_restored(graded):
-    report = graded["alice.ipynb"]
-    results = {t["grade_id"]: t for t in report["tasks"]}
-    assert results["task-2"]["passed"] is False
-    assert "divided by sqrt(d_k)" in results["task-2"]["message"]
-    assert results["task-4"]["passed"] is True  # restored at the end, where my_causal_mask exists
-    assert (report["score"], report["max_score"]) == (4, 7)
-    assert any("task-2 was edited" in n for n in report["notes"])
-    assert any("task-4 was missing" in n for n in report["notes"])
+def test_redefined_checks_score_nothing(graded):
+    tasks = _tasks(graded["reports"][("cheat-redefines", "03_self_attention")])
+    assert tasks["task-1"]["score"] == 0 and "redefines `check_scaled_dot_product_attention`" in tasks["task-1"]["message"]
+    assert tasks["task-2"]["score"] == 0 and "redefines `check_padding_mask`" in tasks["task-2"]["message"]
 
 
-def test_the_command_prints_a_table_per_submission_and_a_summary(graded):
-    text = graded["stdout"]["text"]
-    assert "task    title" in text and "total" in text
-    assert re.search(r"solutions/02_multi_head_attention_and_layers\.ipynb +9/9", text)
-    assert re.search(r"exercises/03_decoding_and_label_smoothing\.ipynb +0/6", text)
+def test_rebinding_minitransformer_or_patching_the_checks_scores_nothing(graded):
+    rebinds = graded["reports"][("cheat-rebinds", "03_self_attention")]
+    assert rebinds["score"] == 0 and all("rebinds the name `minitransformer`" in t["message"] for t in rebinds["tasks"])
+    patches = graded["reports"][("cheat-patches", "03_self_attention")]
+    assert patches["score"] == 0
+    assert all("changed code the checks rely on (minitransformer.grading._common._compare" in t["message"]
+               for t in patches["tasks"])
+
+
+def test_the_reference_imported_by_strings_costs_its_task_only(graded):
+    report = graded["reports"][("cheat-strings", "03_self_attention")]
+    tasks = _tasks(report)
+    assert tasks["task-1"]["score"] == 0
+    assert tasks["task-1"]["message"].startswith("AssertionError: Task 1: your code calls minitransformer's "
+                                                 "scaled_dot_product_attention")
+    assert tasks["task-2"]["score"] == 1 and tasks["task-3"]["score"] == 1
+
+
+def test_a_submission_cannot_delete_files_beside_it(graded):
+    assert (graded["root"] / "victim.txt").read_text() == "another student's work"
+    assert graded["reports"][("hostile-deletes", "03_self_attention")]["score"] == 5
+
+
+def test_a_submission_cannot_rewrite_the_reference(graded):
+    assert graded["reference_intact"]
+    rewriter = graded["reports"][("hostile-rewrites", "03_self_attention")]
+    assert rewriter["score"] == 0
+    blank = graded["reports"][("blank-after-rewrite", "03_self_attention")]
+    assert blank["score"] == 0 and blank["error"] is None
+
+
+def test_a_submission_that_kills_its_parent_is_still_graded(graded):
+    report = graded["reports"][("hostile-kills-parent", "03_self_attention")]
+    assert report["score"] == 5, report
+
+
+def test_a_loop_that_ignores_sigint_is_killed_and_the_rest_is_kept(graded):
+    report = graded["reports"][("hostile-loops", "03_self_attention")]
+    tasks = _tasks(report)
+    assert tasks["task-1"]["score"] == 3  # graded before the loop
+    assert tasks["task-2"]["score"] == 0 and tasks["task-2"]["message"].startswith("not run: a cell ignored the interrupt")
+    assert report["seconds"] < 30 + 5 + 30
+
+
+def test_a_syntax_error_is_reported_as_such(graded):
+    tasks = _tasks(graded["reports"][("syntax-error", "03_self_attention")])
+    message = tasks["task-2"]["message"]
+    assert message.startswith("SyntaxError in code cell 4") and "line 5: unmatched ']'" in message and "NameError" in message, message
+    assert tasks["task-1"]["score"] == 3
+
+
+def test_edited_and_deleted_check_cells_are_replaced_by_the_originals(graded):
+    report = graded["reports"][("edits-checks", "03_self_attention")]
+    tasks = _tasks(report)
+    assert tasks["task-1"]["score"] == 0 and "divided by sqrt(d_k)" in tasks["task-1"]["message"]
+    assert tasks["task-2"]["score"] == 1  # run at the end, where my_padding_mask exists
+    assert any("task-1 was edited" in n for n in report["notes"]) and any("task-2 was missing" in n for n in report["notes"])
+
+
+def test_an_unreadable_notebook_scores_0_of_its_maximum_and_fails_the_run(graded):
+    report = graded["reports"][("unreadable", "03_self_attention")]
+    assert report["error"].startswith("cannot read the notebook") and (report["score"], report["max_score"]) == (0, 5)
+    assert graded["run"].returncode == 1
+
+
+def test_a_notebook_without_metadata_is_matched_by_content(graded):
+    report = graded["reports"][("mystery", "03_self_attention")]
+    assert report["score"] == 5 and any("by the names it defines" in n for n in report["notes"])
+
+
+def test_the_csv_has_one_row_per_submission_and_the_reasons_beside_it(graded):
+    rows = list(csv.DictReader(io.StringIO(graded["csv"])))
+    assert len(rows) == len(graded["reports"])
+    row = next(r for r in rows if r["student"] == "cheat-strings")
+    assert (row["exercise"], row["task-1"], row["task-2"], row["task-3"], row["total"], row["max"]) == \
+        ("03_self_attention", "0", "1", "1", "2", "5")
+    for r in rows:  # the total is the sum of the task columns
+        tasks = [float(v) for k, v in r.items() if k.startswith("task-") and v != ""]
+        assert math.isclose(sum(tasks), float(r["total"]))
+    feedback = list(csv.DictReader(io.StringIO(graded["feedback"])))
+    lost = [f for f in feedback if f["student"] == "cheat-strings"]
+    assert [f["task"] for f in lost] == ["task-1"] and "scaled_dot_product_attention" in lost[0]["reason"]
+
+
+def test_the_json_names_student_and_exercise(graded):
+    report = graded["reports"][("solution-03", "03_self_attention")]
+    assert report["student"] == "solution-03" and report["exercise"] == "03_self_attention"
+    assert {"grade_id", "title", "points", "score", "message", "passed"} <= set(report["tasks"][0])
+
+
+def test_no_tcp_warning_is_printed(graded):
+    assert "TCP without encryption" not in graded["run"].stdout + graded["run"].stderr
+
+
+@pytest.mark.parametrize("option", ["--timeout=0", "--timeout=-3", "--notebook-timeout=0"])
+def test_a_time_limit_must_be_positive(option, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        G.main([str(ROOT / "exercises"), option])
+    assert exit_info.value.code == 2 and "must be > 0" in capsys.readouterr().err
+
+
+def test_the_help_says_grading_executes_student_code(capsys):
+    with pytest.raises(SystemExit):
+        G.main(["--help"])
+    text = capsys.readouterr().out
+    assert "EXECUTES the submitted code" in text and "docker run" in text
 
 
 def test_the_command_refuses_a_missing_path(capsys):
@@ -377,3 +748,131 @@ def test_the_command_refuses_a_missing_path(capsys):
         G.main(["no/such/notebook.ipynb"])
     assert exit_info.value.code == 2
     assert "no such notebook or folder" in capsys.readouterr().err
+
+
+def test_the_notebook_time_limit_stops_a_slow_notebook():
+    from minitransformer.grading._sandbox import PackageCopy, run_plan
+
+    package = PackageCopy()
+    try:
+        plan = {"cells": [{"kind": "code", "source": "import time\ntime.sleep(2)", "number": n} for n in range(30)]}
+        result = run_plan(plan, package, cell_timeout=100, notebook_timeout=8, memory_mb=0)
+    finally:
+        package.remove()
+    assert result.notebook_timeout and not result.ended and 0 < len(result.events) < 30
+
+
+def test_a_submission_sees_a_private_folder_and_none_of_the_graders_secrets(monkeypatch):
+    from minitransformer.grading._sandbox import PackageCopy, run_plan
+
+    monkeypatch.setenv("GRADER_SECRET_TOKEN", "s3cret")
+    package = PackageCopy()
+    try:
+        plan = {"cells": [{"kind": "code", "number": 1, "source":
+                           "import os, pathlib\nassert 'GRADER_SECRET_TOKEN' not in os.environ\n"
+                           "assert os.listdir('.') == []\nassert os.environ['OMP_NUM_THREADS'] == '1'\n"
+                           "import torch\nassert torch.get_num_threads() == 1"}]}
+        result = run_plan(plan, package, cell_timeout=60, notebook_timeout=120, memory_mb=0)
+    finally:
+        package.remove()
+    assert result.ended and result.events[0]["error"] is None, result.events
+
+
+def test_the_memory_limit_stops_a_greedy_cell():
+    from minitransformer.grading._sandbox import PackageCopy, run_plan
+
+    package = PackageCopy()
+    try:
+        plan = {"cells": [{"kind": "code", "source": "hog = bytearray(6 << 30)", "number": 1},
+                          {"kind": "code", "source": "print('still here')", "number": 2}]}
+        result = run_plan(plan, package, cell_timeout=60, notebook_timeout=120, memory_mb=3072)
+    finally:
+        package.remove()
+    assert result.events[0]["error"]["ename"] == "MemoryError" and result.events[1]["error"] is None and result.ended
+
+
+def test_the_grades_so_far_are_written_when_the_grader_dies(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    nbformat.write(_read("solutions", "03_self_attention"), folder / "a_first.ipynb")
+    slow = _read("solutions", "03_self_attention")
+    _insert_after(slow, "import math", "import time\ntime.sleep(30)")
+    nbformat.write(slow, folder / "b_slow.ipynb")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    grader = subprocess.Popen([sys.executable, "-m", "minitransformer.grading", "grade", str(folder), "--quiet",
+                               "--json", str(tmp_path / "g.json"), "--csv", str(tmp_path / "g.csv")],
+                              cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(240):
+            if (tmp_path / "g.json").exists():
+                break
+            time.sleep(0.5)
+    finally:
+        grader.terminate()
+        grader.wait(timeout=60)
+    reports = json.loads((tmp_path / "g.json").read_text(encoding="utf-8"))
+    assert [(r["student"], r["score"]) for r in reports] == [("a_first", 5)]
+    assert (tmp_path / "g.csv").read_text(encoding="utf-8").count("\n") == 2  # header and one row
+
+
+def test_the_exercise_is_found_from_the_option_metadata_name_or_content():
+    from minitransformer.grading.notebooks import identify
+
+    refs = G.load_references()
+    nb = _read("solutions", "05_add_norm_and_feed_forward")
+    assert identify(nb, Path("x/alice.ipynb"), refs) == ("05_add_norm_and_feed_forward", "metadata")
+    assert identify(nb, Path("x/alice.ipynb"), refs, "03_self_attention") == ("03_self_attention", "--exercise")
+    assert identify(nb, Path("x/alice.ipynb"), refs, "nope")[0] is None
+    nb.metadata = {}
+    assert identify(nb, Path("07_training/alice.ipynb"), refs) == ("07_training", "name")
+    assert identify(nb, Path("x/alice.ipynb"), refs) == ("05_add_norm_and_feed_forward", "content")
+    assert identify(None, Path("x/alice.ipynb"), refs) == (None, "not found")
+
+
+@pytest.mark.skipif(shutil.which("nbgrader") is None, reason="nbgrader is not installed here")
+def test_nbgrader_generates_the_assignments_from_the_solutions(tmp_path):
+    for name in NAMES:
+        (tmp_path / "source" / name).mkdir(parents=True)
+        shutil.copy(ROOT / "solutions" / f"{name}.ipynb", tmp_path / "source" / name)
+        run = subprocess.run(["nbgrader", "generate_assignment", name, "--force", f"--CourseDirectory.root={tmp_path}",
+                              f"--CourseDirectory.db_url=sqlite:///{tmp_path}/gradebook.db"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+        released = (tmp_path / "release" / name / f"{name}.ipynb").read_text(encoding="utf-8")
+        assert "BEGIN SOLUTION" not in released and "HIDDEN TESTS" not in released
+
+
+@pytest.mark.parametrize("wrong, blamed", [("mask", "check task 2"), ("attention", "check task 1")])
+def test_putting_it_together_in_03_blames_the_right_task(wrong, blamed):
+    solution = _read("solutions", "03_self_attention")
+    space: dict[str, Any] = {}
+    for cell in solution.cells:
+        if cell.cell_type == "code" and ("def my_" in cell.source or "import math" in cell.source):
+            exec(cell.source, space)
+    if wrong == "mask":
+        space["my_padding_mask"] = lambda tokens, pad_id: (tokens != pad_id)[:, None, :, None]  # hides rows
+    else:
+        right = space["my_attention"]
+        space["my_attention"] = lambda q, k, v, mask=None: right(q, k, v)  # forgets the mask
+    together = next(c for c in solution.cells if "tokens = torch.tensor([[5, 7, 9, 4]" in c.source)
+    with pytest.raises(AssertionError, match=blamed):
+        exec(together.source, space)
+
+
+def test_partial_credit_counts_each_passing_part():
+    from minitransformer.grading._sandbox import RunResult
+    from minitransformer.grading.notebooks import Report, _score
+
+    ref = G.load_references()["06_decoder_and_masking"]
+    task = next(t for t in ref["tasks"] if t["grade_id"] == "task-6")
+    assert task["parts"] == [2, 1] and "seeds=(3, 4)" in task["source"] and "seeds" not in task["visible"]
+    cells = [{"kind": "check", "grade_id": t["grade_id"], "source": t["source"]} for t in ref["tasks"]]
+    run = RunResult(ended=True)
+    for index, t in enumerate(ref["tasks"]):
+        parts = [{"passed": True, "message": "✓"}]
+        if t["grade_id"] == "task-6":  # the visible check passes, the hidden one fails
+            parts = [{"passed": True, "message": "✓ Task 6 passed"}, {"passed": False, "message": "AssertionError: no"}]
+        run.events[index] = {"event": "done", "cell": index, "parts": parts}
+    results = {r.grade_id: r for r in _score(cells, ref, run, 30, 60, Report(path="x"))}
+    assert (results["task-6"].score, results["task-6"].points) == (2, 3)
+    assert results["task-6"].message == "2 of 3 points; part 2 failed: AssertionError: no"

@@ -1,8 +1,8 @@
-"""``python -m minitransformer.grading NOTEBOOK_OR_FOLDER ... [--json out.json]``: see :func:`main`."""
+"""``python -m minitransformer.grading [grade] FOLDER_OR_NOTEBOOK ...`` or ``... make-exercises``: see :func:`.classroom.main`."""
 
 import sys
 
-from .notebooks import main
+from .classroom import main
 
 if __name__ == "__main__":
     sys.exit(main())

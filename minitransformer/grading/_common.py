@@ -9,10 +9,15 @@ tensor is compared with the expected one and, where it matches a known mistake, 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib
+import inspect
 import math
 import re
-from typing import Any, Callable, Sequence, TypeVar
+import sys
+import types
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -21,16 +26,136 @@ _SEED = 20170612  # the day "Attention Is All You Need" appeared on arXiv
 _Check = TypeVar("_Check", bound=Callable[..., None])
 
 
-def _isolated(check: _Check) -> _Check:
-    """Run a check without gradients and without touching the caller's random generators."""
+class _ReferenceUsed(BaseException):
+    """Raised when the learner's code calls the package's own version of the piece a check is testing.
 
-    @functools.wraps(check)
-    def wrapper(*args: Any, **kwargs: Any) -> None:
-        __tracebackhide__ = True  # IPython leaves the checker's own frames out of tracebacks
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
-            check(*args, **kwargs)
+    A BaseException, so that a learner's ``except Exception`` cannot swallow it on the way out.
+    """
 
-    return wrapper  # type: ignore[return-value]
+
+# How many calls into the learner's code are running (see _call). The package's reference pieces
+# named by a check's ``avoid`` are replaced for the check's duration by sentinels that fail when
+# called from inside the learner's code, and behave as usual when the check itself calls them.
+_LEARNER_DEPTH = 0
+_USED: list[str] = []
+
+
+def _resolve(target: str) -> tuple[Any, str, Any]:
+    """``"package.module:Name"`` -> (module, "Name", the object)."""
+    module_name, _, attr = target.partition(":")
+    module = importlib.import_module(module_name)
+    return module, attr, getattr(module, attr)
+
+
+def _sentinel_call(label: str, real: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    if _LEARNER_DEPTH > 0:
+        _USED.append(label)
+        raise _ReferenceUsed(label)
+    return real(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _sentinels(targets: Sequence[str], learner_globals: Sequence[dict[str, Any]] = ()) -> Iterator[None]:
+    """Replace each target (a function, or a class's ``forward``) by a sentinel while the block runs.
+
+    Functions written in Python have their code swapped, so that every alias of them fails too
+    (``f = getattr(importlib.import_module("minitransformer"), "scaled_" + "dot_product_attention")``);
+    other callables are replaced where they are defined and wherever the learner's globals hold them.
+    """
+    undo: list[Callable[[], None]] = []
+    try:
+        for target in targets:
+            try:
+                module, attr, obj = _resolve(target)
+            except (ImportError, AttributeError):
+                continue
+            label = f"{module.__name__.split('.')[0]}'s {attr}"
+            if isinstance(obj, type):
+                had = "forward" in vars(obj)
+                real_forward = getattr(obj, "forward")
+
+                def forward(self: Any, *args: Any, _real: Any = real_forward, _label: str = label, **kwargs: Any) -> Any:
+                    return _sentinel_call(_label, lambda *a, **k: _real(self, *a, **k), *args, **kwargs)
+
+                obj.forward = forward
+                undo.append(lambda obj=obj, had=had, real=real_forward: setattr(obj, "forward", real) if had
+                            else delattr(obj, "forward"))
+                continue
+            inner = inspect.unwrap(obj)
+            code = getattr(inner, "__code__", None)
+            if isinstance(inner, types.FunctionType) and code is not None and not code.co_freevars:
+                real = types.FunctionType(code, inner.__globals__, inner.__name__, inner.__defaults__, inner.__closure__)
+                real.__kwdefaults__ = inner.__kwdefaults__
+                key = f"{inner.__module__}.{inner.__qualname__}"
+                table = inner.__globals__.setdefault("__minitransformer_sentinels__", {})
+                table[key] = functools.partial(_sentinel_call, label, real)
+                space: dict[str, Any] = {}
+                exec(f"def trampoline(*args, **kwargs):\n    return __minitransformer_sentinels__[{key!r}](*args, **kwargs)\n",
+                     {}, space)
+                inner.__code__ = space["trampoline"].__code__
+
+                def restore(inner: Any = inner, code: Any = code, table: dict = table, key: str = key) -> None:
+                    inner.__code__ = code
+                    table.pop(key, None)
+                undo.append(restore)
+            else:  # a builtin such as F.scaled_dot_product_attention: replace the names that hold it
+                fake = functools.partial(_sentinel_call, label, obj)
+                for space_ in [vars(module), *learner_globals]:
+                    for name, value in list(space_.items()):
+                        if value is obj:
+                            space_[name] = fake
+                            undo.append(lambda s=space_, n=name, v=value: s.__setitem__(n, v))
+        yield
+    finally:
+        for step in reversed(undo):
+            step()
+
+
+def _learner_globals(args: Sequence[Any]) -> list[dict[str, Any]]:
+    """The global namespaces of the learner's functions and classes (a notebook's, usually)."""
+    spaces: list[dict[str, Any]] = []
+    for arg in args:
+        space = getattr(arg, "__globals__", None)
+        if space is None and isinstance(arg, type):
+            module = sys.modules.get(arg.__module__)
+            space = vars(module) if module is not None else None
+        if isinstance(space, dict) and not any(space is s for s in spaces) and \
+                not str(space.get("__name__", "")).startswith(("minitransformer", "torch")):
+            spaces.append(space)
+    return spaces
+
+
+def _isolated(check: _Check | None = None, *, avoid: Sequence[str] = ()) -> Any:
+    """Run a check without gradients and without touching the caller's random generators.
+
+    ``avoid`` names the package's (or PyTorch's) versions of the piece the task asks for, as
+    ``"module:name"``. While the check runs they fail when the learner's code calls them, however
+    they were imported, and the check then fails with a message that names its task. Use as
+    ``@_isolated`` or ``@_isolated(avoid=[...])``.
+    """
+    def decorate(check: _Check) -> _Check:
+        @functools.wraps(check)
+        def wrapper(*args: Any, **kwargs: Any) -> None:
+            __tracebackhide__ = True  # IPython leaves the checker's own frames out of tracebacks
+            del _USED[:]
+            try:
+                with torch.random.fork_rng(devices=[]), torch.no_grad(), _sentinels(avoid, _learner_globals(args)):
+                    check(*args, **kwargs)
+            except _ReferenceUsed:
+                pass
+            finally:
+                used, _USED[:] = sorted(set(_USED)), []
+            if used:
+                task = kwargs.get("task")
+                raise AssertionError(
+                    f"{'Task ' + str(task) if task is not None else 'This task'}: your code calls {', '.join(used)}, "
+                    "the ready-made version of the piece this task asks you to write. Build it from PyTorch "
+                    "operations instead (graded: 0 points for this task)."
+                )
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate(check) if check is not None else decorate
 
 
 def _passed(task: int | str | None, summary: str) -> None:
@@ -62,12 +187,16 @@ def _call_text(fn: Any, *args: Any, names: Sequence[str] = ()) -> str:
 def _call(fn: Callable[..., Any], *args: Any, text: str | None = None) -> Any:
     """Call the learner's code; any error other than NotImplementedError becomes an explained AssertionError."""
     __tracebackhide__ = True
+    global _LEARNER_DEPTH
+    _LEARNER_DEPTH += 1
     try:
         return fn(*args)
     except NotImplementedError:
         raise
     except Exception as err:  # the learner's bug: say which call raised it
         raise AssertionError(f"{text or _call_text(fn, *args)} raised {type(err).__name__}: {err}") from err
+    finally:
+        _LEARNER_DEPTH -= 1
 
 
 def _build(cls: type[nn.Module], *args: Any) -> nn.Module:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -35,8 +35,9 @@ def _pe_variant(max_len: int, d_model: int, *, pair_exponent: bool = True, per_c
     return pe.float()
 
 
-@_isolated
-def check_positional_encoding(fn: Callable[[int, int], Tensor], *, task: int | str | None = None) -> None:
+@_isolated(avoid=("minitransformer.embeddings:sinusoidal_positional_encoding", "minitransformer.embeddings:PositionalEncoding"))
+def check_positional_encoding(fn: Callable[[int, int], Tensor], *, task: int | str | None = None,
+                              sizes: Sequence[tuple[int, int]] = ((1, 2), (6, 4), (50, 16), (20, 64))) -> None:
     """Check a sinusoidal positional-encoding table against :func:`sinusoidal_positional_encoding`.
 
     ``fn(max_len, d_model)`` must return the (max_len, d_model) table of section 3.5 (lesson 02):
@@ -45,12 +46,13 @@ def check_positional_encoding(fn: Callable[[int, int], Tensor], *, task: int | s
     Args:
         fn: the learner's function.
         task: task number printed on success.
+        sizes: the (max_len, d_model) tables compared.
 
     Raises:
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    for max_len, d_model in ((1, 2), (6, 4), (50, 16), (20, 64)):
+    for max_len, d_model in sizes:
         text = f"{_name(fn)}({max_len}, {d_model})"
         pe = _expect_tensor(_call(fn, max_len, d_model, text=text), text, f"of shape ({max_len}, {d_model})")
         _expect_shape(pe, (max_len, d_model), text, "table", {
@@ -85,7 +87,7 @@ def check_positional_encoding(fn: Callable[[int, int], Tensor], *, task: int | s
             return None
 
         _compare(pe, expected, text, "table", mistakes, atol=1e-4, rtol=1e-4, fallback=row_zero)
-    _passed(task, "sinusoidal positional encoding, 4 table sizes from (1, 2) to (50, 16) and (20, 64)")
+    _passed(task, f"sinusoidal positional encoding, {len(sizes)} table sizes: " + ", ".join(map(str, sizes)))
 
 
 def _attention_by_hand(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, *,
@@ -114,7 +116,8 @@ def _attention_cases(g: torch.Generator) -> list[tuple[str, Tensor, Tensor, Tens
     ]
 
 
-@_isolated
+@_isolated(avoid=("minitransformer.attention:scaled_dot_product_attention", "minitransformer.attention:MultiHeadAttention",
+                   "torch.nn.functional:scaled_dot_product_attention", "torch.nn:MultiheadAttention"))
 def check_scaled_dot_product_attention(fn: Callable[..., tuple[Tensor, Tensor]], *,
                                        task: int | str | None = None) -> None:
     """Check ``fn(query, key, value, mask=None) -> (output, weights)`` against :func:`scaled_dot_product_attention`.
@@ -173,6 +176,12 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[Tensor, Tensor]],
             row = tuple(int(i) for i in ((sums - 1).abs() > 1e-4).nonzero()[0])
             hint = ("Your columns sum to 1: the softmax ran over the queries (dim -2)." if
                     torch.allclose(weights.sum(dim=-2), torch.ones(1), atol=1e-4) else "")
+            for factor, words in ((1 / math.sqrt(d_k), "divided by sqrt(d_k)"), (math.sqrt(d_k), "multiplied by sqrt(d_k)"),
+                                  (1 / d_k, "divided by d_k")):
+                if torch.allclose(sums, torch.full_like(sums, factor), atol=1e-4):
+                    raise AssertionError(
+                        f"{text}: your attention weights' rows sum to {factor:.3f}, not 1: you {words} after the "
+                        "softmax. Scale the scores before it: softmax(Q K^T / sqrt(d_k)).")
             raise AssertionError(
                 f"{text}: your attention weights' rows do not sum to 1 (row {row} sums to {sums[row].item():.2f}): "
                 f"did you apply the softmax over the last dimension, the keys? {hint}".rstrip()
@@ -199,7 +208,7 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[Tensor, Tensor]],
                   "padding and causal masks, a single key)")
 
 
-@_isolated
+@_isolated(avoid=("minitransformer.masks:make_padding_mask", "minitransformer.masks:make_target_mask"))
 def check_padding_mask(fn: Callable[[Tensor, int], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(tokens, pad_id)`` against :func:`make_padding_mask`: bool (B, 1, 1, S), True on real tokens.
 
@@ -240,7 +249,7 @@ def check_padding_mask(fn: Callable[[Tensor, int], Tensor], *, task: int | str |
     _passed(task, "padding mask, 3 batches (pad id 0 and 1, a sentence without padding, length 1)")
 
 
-@_isolated
+@_isolated(avoid=("minitransformer.masks:make_causal_mask", "minitransformer.masks:make_target_mask"))
 def check_causal_mask(fn: Callable[[int], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(size)`` against :func:`make_causal_mask`: bool (1, 1, T, T), lower triangle and diagonal True.
 
@@ -268,9 +277,62 @@ def check_causal_mask(fn: Callable[[int], Tensor], *, task: int | str | None = N
                         "(tril). Yours lets every position see the future and not the past.")
             elif torch.equal(mask[0, 0], square.tril(-1)):
                 hint = "A position may attend to itself: keep the diagonal (tril(), not tril(-1))."
+            elif torch.equal(mask[0, 0], square.tril(1)):
+                hint = ("tril(1) keeps one diagonal above the main one: position t would see position t + 1, the "
+                        "token it must predict. Use tril() (diagonal 0): query t sees keys 0..t.")
             elif torch.equal(mask[0, 0], ~square.tril()):
                 hint = "True means 'may attend': your mask allows exactly the future positions (it is inverted)."
             else:
-                hint = f"expected\n{expected[0, 0].int()}\ngot\n{mask[0, 0].int()}"
+                row, col = (int(i) for i in (mask[0, 0] != expected[0, 0]).nonzero()[0])
+                hint = (f"Row {row} of your causal mask lets position {row} see position {col}, which is in its future."
+                        if col > row else f"Row {row} of your causal mask hides position {col} from position {row}, "
+                        "which may see itself and every earlier position.")
+                hint += f" Expected\n{expected[0, 0].int()}\ngot\n{mask[0, 0].int()}"
             raise AssertionError(f"{text} gave the wrong mask. {hint}")
     _passed(task, "causal mask, sizes 1, 3 and 6")
+
+
+def _register_questions() -> None:
+    """The conceptual question of exercise 03 (added to question_checks.QUESTIONS)."""
+    from .question_checks import QUESTIONS, _Question
+
+    QUESTIONS.setdefault("02-pe-properties", _Question(
+        title="properties of the sinusoidal encoding",
+        correct=frozenset("ABD"),
+        why=("each position up to max_len gets its own vector (A), every entry is a sine or cosine in [-1, 1] (B), "
+             "and a fixed offset k is the same linear map M_k for every position (D); nothing is learned (C) and "
+             "the formula gives a vector for any position, seen in training or not (E)"),
+        wrong={
+            frozenset("ABCD"): "C: the table is a formula of the position and the feature index; the paper "
+                               "compares it with learned positions (Table 3, row E), but this one has no parameter.",
+            frozenset("ABDE"): "E: the formula works for any position, so a longer sentence still gets vectors "
+                               "(whether the model handles them well is another matter).",
+            frozenset("AB"): "D as well: task 2 built the matrix M_k, and PE[p + k] = PE[p] @ M_k for every p.",
+            frozenset("BD"): "A as well: the sines and cosines of many wavelengths together differ for every "
+                             "position up to max_len (the lesson's table shows no two equal rows).",
+        },
+        hint="Go through the five statements one by one with the formula and your task 2 in mind.",
+    ))
+    QUESTIONS.setdefault("03-nan-rows", _Question(
+        title="which masks make my_attention return a row of NaN",
+        correct=frozenset("BC"),
+        why=("a row is NaN exactly when its query may attend to no key: masking the padding queries' rows (B) "
+             "and a sentence made only of padding (C); a padding mask (B, 1, 1, S) on sentences with at least "
+             "one real token leaves every query a key (A), and the package's attention returns zeros (D)"),
+        wrong={
+            frozenset("ABC"): "A: every sentence keeps at least one real key, and a padding mask (B, 1, 1, S) hides "
+                              "keys, never a whole row, so each query still has a key to attend to.",
+            frozenset("B"): "C as well: when every token of a sentence is padding, each of its queries has only "
+                            "-inf scores.",
+            frozenset("C"): "B as well: (tokens != pad_id)[:, None, :, None] hides whole ROWS, those of the "
+                            "padding queries, so their scores are all -inf.",
+            frozenset("BCD"): "D: the package's scaled_dot_product_attention sets the weights of masked keys to 0 "
+                              "after the softmax, so a row with no visible key becomes zeros, not NaN.",
+            frozenset("A"): "A padding mask (B, 1, 1, S) hides keys; every sentence here has a real key, so no row "
+                            "is empty. Look for masks that leave a query no key at all.",
+        },
+        hint="A row of weights is NaN when its query may attend to no key at all (all scores -inf, softmax 0/0).",
+    ))
+
+
+_register_questions()

@@ -106,7 +106,7 @@ def _mha_cases(g: torch.Generator) -> list[tuple[str, int, int, Tensor, Tensor, 
     ]
 
 
-@_isolated
+@_isolated(avoid=("minitransformer.attention:MultiHeadAttention", "torch.nn:MultiheadAttention"))
 def check_multi_head_attention(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check a multi-head attention class against :class:`MultiHeadAttention` with the same weights.
 
@@ -153,7 +153,7 @@ def _layer_norm_variant(x: Tensor, weight: Tensor, bias: Tensor, eps: float, *, 
     return normed * bias + weight if swap else normed * weight + bias
 
 
-@_isolated
+@_isolated(avoid=("minitransformer.layers:LayerNorm", "torch.nn:LayerNorm", "torch.nn.functional:layer_norm"))
 def check_layer_norm(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check a LayerNorm class against ``F.layer_norm`` (the package's :class:`LayerNorm` computes the same).
 
@@ -226,10 +226,43 @@ def check_layer_norm(cls: type[nn.Module], *, task: int | str | None = None) -> 
             ("gamma (self.weight) multiplies and beta (self.bias) is added: you swapped them.", variant(swap=True)),
         ]
         _compare(out, expected, text, "output", mistakes, atol=1e-4, rtol=1e-4)
-    _passed(task, "layer normalization, 4 inputs (3-D, 2-D, small variance, a constant position), gamma and beta used")
+    # A non-default eps must be used, not only accepted.
+    x = 0.05 * _rand(g, 2, 3, d_model)
+    text = f"{_name(cls)}({d_model}, eps=0.1).forward(x {_shape(x)}) [eps=0.1 on an input of small variance]"
+    wide = _call(lambda: cls(d_model, eps=0.1), text=f"{_name(cls)}({d_model}, eps=0.1)")
+    out = _expect_tensor(_call(wide.eval(), x, text=text), text, f"of shape {_shape(x)}")
+    expected = F.layer_norm(x, (d_model,), None, None, 0.1)
+    _compare(out, expected, text, "output", [
+        ("Your layer ignores its eps argument: store it in __init__ (self.eps = eps) and use self.eps in forward.",
+         lambda: F.layer_norm(x, (d_model,), None, None, eps)),
+    ], atol=1e-4, rtol=1e-4)
+    _passed(task, "layer normalization, 5 inputs (3-D, 2-D, small variance, a constant position, eps=0.1), "
+                  "gamma and beta used")
 
 
-@_isolated
+def _expect_no_dropout_in_eval(cls: type[nn.Module], args: tuple[int, ...], ref: nn.Module, x: Tensor,
+                               owner: str) -> None:
+    """Built with dropout=0.5 and put in eval mode, the learner's module must compute exactly what ``ref`` does."""
+    __tracebackhide__ = True
+    built = f"{_name(cls)}({', '.join(map(str, args))}, dropout=0.5)"
+    module = _call(lambda: cls(*args, dropout=0.5), text=built)
+    if not isinstance(module, nn.Module):
+        raise AssertionError(f"{built} built a {type(module).__name__}; expected a subclass of nn.Module")
+    module.load_state_dict(ref.state_dict(), strict=False)
+    module.eval()
+    text = f"{built}.eval().forward(x {_shape(x)})"
+    expected = _first_output(ref(x))
+    for _ in range(2):
+        out = _expect_tensor(_first_output(_call(module, x, text=text)), text, f"of shape {_shape(x)}")
+        if not _close(out, expected, 1e-4, 1e-4):
+            raise AssertionError(
+                f"{text}: in eval mode your output changes from call to call or differs from the one without "
+                "dropout: dropout stays on. Use nn.Dropout (a module that .eval() switches off), or "
+                "F.dropout(x, p, training=self.training), not F.dropout(x, p)."
+            )
+
+
+@_isolated(avoid=("minitransformer.layers:PositionwiseFeedForward",))
 def check_feed_forward(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check a position-wise feed-forward class against :class:`PositionwiseFeedForward`.
 
@@ -268,7 +301,8 @@ def check_feed_forward(cls: type[nn.Module], *, task: int | str | None = None) -
             ("The ReLU comes after linear1, not before it.", lambda: ref.linear2(ref.linear1(torch.relu(x)))),
         ]
         _compare(out, expected, text, "output", mistakes)
-    _passed(task, "position-wise feed-forward, 3 inputs ((B, T, D), (T, D), one position)")
+    _expect_no_dropout_in_eval(cls, (d_model, d_ff), ref, _rand(g, 2, 5, d_model), owner)
+    _passed(task, "position-wise feed-forward, 3 inputs ((B, T, D), (T, D), one position), dropout off in eval mode")
 
 
 def _encoder_by_hand(ref: EncoderLayer, x: Tensor, mask: Tensor | None, *, order: str = "post",
@@ -294,7 +328,7 @@ def _encoder_by_hand(ref: EncoderLayer, x: Tensor, mask: Tensor | None, *, order
     return n2(x + ffn(x))
 
 
-@_isolated
+@_isolated(avoid=("minitransformer.layers:EncoderLayer", "torch.nn:TransformerEncoderLayer"))
 def check_encoder_layer(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check a post-LN encoder layer against :class:`EncoderLayer` with the same weights.
 
@@ -370,4 +404,6 @@ def check_encoder_layer(cls: type[nn.Module], *, task: int | str | None = None) 
             ("The mask has no effect: pass src_mask to the self-attention.", variant(use_mask=False)),
         ]
         _compare(out, expected, text, "output", mistakes)
-    _passed(task, "post-LN encoder layer, its parts and 3 inputs (no mask, a padding mask, one position)")
+    _expect_no_dropout_in_eval(cls, (d_model, n_heads, d_ff), ref, _rand(g, 2, 5, d_model), owner)
+    _passed(task, "post-LN encoder layer, its parts and 3 inputs (no mask, a padding mask, one position), "
+                  "dropout off in eval mode")

@@ -1,53 +1,57 @@
-"""Grading whole notebooks: :func:`grade_notebook` and the command ``python -m minitransformer.grading``.
+"""Grading one notebook: :func:`grade_notebook` (:mod:`.classroom` grades a folder and is the command).
 
-Each submission runs in a fresh kernel after its check cells have been restored from the original
-exercise (:data:`COURSE_EXERCISES`, or ``--reference``); the result is a :class:`Report`, one
-:class:`TaskResult` per check cell.
+A submission is matched to its exercise (``--exercise``, the notebook's metadata, its file or folder
+name, or the names its code defines), then run in its own process (:mod:`._sandbox`): the
+learner's code cells in order, and the exercise's check cells, hidden tests included, taken from
+the package's reference (:mod:`.generate` writes it from the solutions) wherever the submission had
+them. Each task gets its points from its check: all of them, a share per passing part where the
+reference gives ``parts``, or 0.
+
+**Grading executes the learners' code.** Each submission runs in a separate process with time and
+memory limits and a private folder, but with your user's rights: grade a class inside a container.
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
-import concurrent.futures
-import copy
-import functools
 import json
-import multiprocessing
 import re
-import textwrap
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-__all__ = ["COURSE_EXERCISES", "Report", "TaskResult", "grade_notebook", "main"]
+from .generate import _HIDDEN_BEGIN, _HIDDEN_END
 
-# The original exercises, used to restore check cells that a submission changed or deleted
-# (this file is minitransformer/grading/notebooks.py; the exercises sit beside the package).
-COURSE_EXERCISES = Path(__file__).resolve().parents[2] / "exercises"
+_MARKERS = (_HIDDEN_BEGIN, _HIDDEN_END)
+
+__all__ = ["Report", "TaskResult", "grade_notebook", "identify", "load_references"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclass
 class TaskResult:
-    """The outcome of one graded check cell."""
+    """The outcome of one graded task (one check cell)."""
 
     grade_id: str
     title: str
     points: float
-    passed: bool
+    score: float
     message: str
 
     @property
-    def score(self) -> float:
-        return self.points if self.passed else 0.0
+    def passed(self) -> bool:
+        return self.score >= self.points
 
 
 @dataclass
 class Report:
-    """The grade of one notebook: one :class:`TaskResult` per check cell, plus notes and errors."""
+    """The grade of one notebook: one :class:`TaskResult` per task of its exercise, plus notes and errors."""
 
     path: str
+    student: str = ""
+    exercise: str | None = None
     tasks: list[TaskResult] = field(default_factory=list)
     seconds: float = 0.0
     error: str | None = None
@@ -62,36 +66,32 @@ class Report:
         return sum(t.points for t in self.tasks)
 
     def table(self, width: int = 72) -> str:
-        """A plain-text table (task, title, points, passed, message), the total, then the full messages
-        of the failed tasks whose message did not fit in ``width`` characters."""
+        """A plain-text table (task, title, points, message), the total, and the full messages of the lost points."""
         def cut(text: str) -> str:
             line = " ".join(text.split())
             return line if len(line) <= width else line[: width - 1] + "…"
 
-        rows = [(t.grade_id, t.title, f"{_num(t.score)}/{_num(t.points)}", "yes" if t.passed else "no",
-                 cut(t.message)) for t in self.tasks]
-        head = ("task", "title", "points", "passed", "message")
-        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
-        lines = [f"{self.path}  ({self.seconds:.1f} s)"]
+        rows = [(t.grade_id, t.title, f"{_num(t.score)}/{_num(t.points)}", cut(t.message)) for t in self.tasks]
+        head = ("task", "title", "points", "message")
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
+        lines = [f"{self.path}  student {self.student}, exercise {self.exercise or '?'}  ({self.seconds:.1f} s)"]
         for row in [head, *rows]:
-            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4])
-        total = f"{_num(self.score)}/{_num(self.max_score)}"
-        lines.append("  " + "total".ljust(widths[0] + widths[1] + 2) + "  " + total)
+            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
+        lines.append("  " + "total".ljust(widths[0] + widths[1] + 2) + f"  {_num(self.score)}/{_num(self.max_score)}")
         for t in self.tasks:
             if not t.passed and len(" ".join(t.message.split())) > width:
-                lines.append(textwrap.fill(" ".join(t.message.split()), width=100, initial_indent=f"  {t.grade_id}: ",
-                                           subsequent_indent=" " * (len(t.grade_id) + 4), break_on_hyphens=False))
+                lines.append(f"  {t.grade_id}: " + " ".join(t.message.split()))
         lines += [f"  note: {n}" for n in self.notes]
         if self.error:
             lines.append(f"  error: {self.error}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data for ``--json``."""
+        """Plain data for the JSON file."""
         data = asdict(self)
         data.update(score=self.score, max_score=self.max_score)
         for task, result in zip(data["tasks"], self.tasks):
-            task["score"] = result.score
+            task["passed"] = result.passed
         return data
 
 
@@ -99,222 +99,241 @@ def _num(x: float) -> str:
     return f"{x:g}"
 
 
-def _grading(cell: Any) -> dict[str, Any] | None:
-    info = cell.get("metadata", {}).get("grading")
-    return info if isinstance(info, dict) and "grade_id" in info else None
+# ------------------------------------------------------------------------------------------------
+# The reference exercises
+# ------------------------------------------------------------------------------------------------
+
+def load_references(folder: str | Path | None = None) -> dict[str, dict[str, Any]]:
+    """The reference of every exercise (``reference/*.json`` of the package, or of ``folder``), read into memory.
+
+    Raises:
+        FileNotFoundError: there is none; the grader refuses to trust a submission's own check cells.
+    """
+    if folder is None:
+        from importlib import resources
+
+        files = [f for f in resources.files("minitransformer.grading").joinpath("reference").iterdir()
+                 if f.name.endswith(".json")] if resources.files("minitransformer.grading").joinpath(
+                     "reference").is_dir() else []
+    else:
+        files = sorted(Path(folder).glob("*.json"))
+    refs = {}
+    for f in files:
+        data = json.loads(f.read_text(encoding="utf-8"))
+        refs[data["exercise"]] = data
+    if not refs:
+        where = folder or "minitransformer/grading/reference/ in the installed package"
+        raise FileNotFoundError(f"no reference exercises found in {where}: the grader will not grade with the "
+                                "submissions' own check cells. Reinstall the package, or run "
+                                "`python -m minitransformer.grading make-exercises` in a checkout of the course.")
+    return refs
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _find_reference(nb: Any, path: Path, reference: Path | None) -> Path | None:
-    name = nb.get("metadata", {}).get("grading", {}).get("exercise") or path.stem
-    folder = reference if reference is not None else COURSE_EXERCISES
-    candidate = folder / f"{name}.ipynb"
-    return candidate if candidate.is_file() else None
-
-
-def _identifiers(source: str) -> set[str]:
-    """Names, attributes and imported names in a code cell; words in strings and comments do not count."""
-    lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
-    try:
-        tree = ast.parse("\n".join(lines))
-    except SyntaxError:  # a learner's broken cell: fall back to every word outside comments
-        return set(re.findall(r"\w+", re.sub(r"#.*", "", source)))
+def _defined(nb: Any) -> set[str]:
     names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            names.add(node.id)
-        elif isinstance(node, ast.Attribute):
-            names.add(node.attr)
-        elif isinstance(node, ast.alias):
-            names.update(node.name.split("."))
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse("\n".join(ln for ln in cell.source.splitlines() if not ln.lstrip().startswith(("%", "!"))))
+        except SyntaxError:
+            names |= set(re.findall(r"^(?:def|class)\s+(\w+)", cell.source, flags=re.M))
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign):
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
     return names
 
 
-def _package_uses(nb: Any) -> list[str]:
-    """Notes for the instructor: code that uses the package's version of what a task asks for.
+def identify(nb: Any | None, path: Path, refs: dict[str, dict[str, Any]], exercise: str | None = None) -> tuple[str | None, str]:
+    """(exercise name or None, how it was found): option, metadata, file or folder name, or content."""
+    if exercise:
+        return (exercise, "--exercise") if exercise in refs else (None, f"unknown exercise {exercise!r}")
+    if nb is not None:
+        meta = nb.get("metadata", {})
+        for declared in (meta.get("minitransformer", {}).get("exercise"), meta.get("grading", {}).get("exercise")):
+            if declared in refs:
+                return declared, "metadata"
+    for part in [path.stem, *reversed(path.parent.parts)]:
+        if part in refs:
+            return part, "name"
+    if nb is not None:
+        names = _defined(nb)
+        scored = sorted(((len(names & set(r["defines"])), n) for n, r in refs.items()), reverse=True)
+        if scored and scored[0][0] > 0 and (len(scored) == 1 or scored[0][0] > scored[1][0]):
+            return scored[0][1], "content"
+    return None, "not found"
 
-    Each check cell lists those names in ``metadata["grading"]["avoid"]``.
-    """
-    used_names: set[str] = set()
+
+# ------------------------------------------------------------------------------------------------
+# One notebook
+# ------------------------------------------------------------------------------------------------
+
+def _grade_id(cell: Any) -> str | None:
+    meta = cell.get("metadata", {})
+    info = meta.get("nbgrader", {})
+    if isinstance(info, dict) and info.get("grade"):
+        return info.get("grade_id")
+    legacy = meta.get("grading")
+    return legacy.get("grade_id") if isinstance(legacy, dict) else None
+
+
+def _plan(nb: Any, ref: dict[str, Any], notes: list[str]) -> list[dict[str, Any]]:
+    """The cells to run: the learner's code cells, and the reference check cells where the submission had them."""
+    tasks = {t["grade_id"]: t for t in ref["tasks"]}
+    cells: list[dict[str, Any]] = []
+    placed: set[str] = set()
+    code_number = 0
     for cell in nb.cells:
-        if cell.cell_type == "code" and _grading(cell) is None:
-            used_names |= _identifiers(cell.source)
-    notes = []
-    for cell in nb.cells:
-        info = _grading(cell)
-        if info is None:
+        if cell.cell_type != "code":
             continue
-        used = [name for name in info.get("avoid", []) if name in used_names]
-        if used:
-            notes.append(f"{info['grade_id']}: the code uses {', '.join(used)}, the package's own version of "
-                         "what this task asks for")
-    return notes
+        code_number += 1
+        grade_id = _grade_id(cell)
+        if grade_id in tasks and grade_id not in placed:
+            task = tasks[grade_id]
+            plain = "\n".join(ln for ln in cell.source.split("\n") if ln.strip() not in _MARKERS)
+            if plain.strip() not in (task["source"].strip(), task.get("visible", "").strip()):
+                notes.append(f"check cell {grade_id} was edited; the original was run")
+            cells.append({"kind": "check", "grade_id": grade_id, "source": task["source"]})
+            placed.add(grade_id)
+            continue
+        if grade_id is not None:
+            notes.append(f"check cell {grade_id!r} is not part of exercise {ref['exercise']}; not run")
+            continue
+        cells.append({"kind": "code", "source": cell.source, "number": code_number})
+    for grade_id, task in tasks.items():
+        if grade_id not in placed:
+            notes.append(f"check cell {grade_id} was missing; the original was run at the end")
+            cells.append({"kind": "check", "grade_id": grade_id, "source": task["source"]})
+    return cells
 
 
-def _kernel_for(nb: Any) -> str:
-    """The notebook's own kernel when it is installed here, else the default ``python3``."""
-    from jupyter_client.kernelspec import KernelSpecManager
-
-    wanted = nb.get("metadata", {}).get("kernelspec", {}).get("name", "python3")
-    return wanted if wanted in KernelSpecManager().find_kernel_specs() else "python3"
+def _zero(ref: dict[str, Any] | None, message: str) -> list[TaskResult]:
+    return [TaskResult(t["grade_id"], t["title"], float(t["points"]), 0.0, message) for t in (ref or {}).get("tasks", [])]
 
 
-def grade_notebook(path: str | Path, *, timeout: float = 120.0, reference: str | Path | None = None,
-                   kernel_name: str | None = None) -> Report:
-    """Execute an exercise notebook in a fresh kernel and score its check cells.
-
-    A check cell carries ``metadata["grading"] = {"grade_id": "task-1", "task": 1, "points": 2, "title": ...}``.
-    When the original exercise can be found (``reference``, a folder, or the course's ``exercises/``;
-    matched by the notebook's ``metadata["grading"]["exercise"]`` or its file name), its check cells
-    replace the submission's (edited ones are restored, deleted ones appended) and its points count.
-    A task passes when its check cell runs without an error and prints ``✓ Task N passed``. Code
-    that names the package's version of a task's piece (the check cell's ``"avoid"`` list) is
-    reported in the notes, for the instructor to look at; it costs no points by itself.
+def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: float = 120.0,
+                   notebook_timeout: float = 900.0, memory_mb: int = 4096,
+                   references: dict[str, dict[str, Any]] | None = None, package: Any = None,
+                   student: str | None = None, data: bytes | None = None) -> Report:
+    """Run one submitted notebook in its own process and score every task of its exercise.
 
     Args:
-        path: the notebook to grade; it is not modified.
-        timeout: seconds allowed for each cell.
-        reference: folder holding the original exercise notebooks.
-        kernel_name: Jupyter kernel to run; defaults to the notebook's own.
+        path: the notebook (only read).
+        exercise: the exercise's name; by default found from the metadata, the file or folder name, or the content.
+        timeout: seconds allowed for each cell (> 0).
+        notebook_timeout: seconds allowed for the whole notebook (> 0).
+        memory_mb: address-space limit of the process, in MiB (0: none).
+        references: from :func:`load_references` (read once for many notebooks).
+        package: a :class:`~._sandbox.PackageCopy` to import the checks from (one is made if None).
+        student: the student's name for the report (default: the file name).
+        data: the notebook's bytes, if already read.
 
     Returns:
-        A :class:`Report`; a notebook that cannot be read or run gets an ``error`` and 0 points.
+        A :class:`Report`. A notebook that cannot be read or matched gets an ``error`` and 0 of the
+        exercise's points (when the exercise is known).
     """
-    try:
-        import nbformat
-        from nbclient import NotebookClient
-    except ImportError as err:  # pragma: no cover - both come with the dev and notebooks extras
-        raise ImportError("grading needs nbformat and nbclient: pip install -e '.[dev]'") from err
+    import nbformat
 
+    from ._sandbox import PackageCopy, run_plan
+
+    if timeout <= 0 or notebook_timeout <= 0:
+        raise ValueError(f"time limits must be > 0 seconds, got timeout={timeout}, notebook_timeout={notebook_timeout}")
     path = Path(path)
-    report = Report(path=str(path))
+    refs = references if references is not None else load_references()
+    report = Report(path=str(path), student=student or path.stem)
     start = time.perf_counter()
+    nb = None
     try:
-        nb = nbformat.read(path, as_version=4)
+        raw = data if data is not None else path.read_bytes()
+        nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
     except Exception as err:
-        report.error = f"cannot read the notebook: {type(err).__name__}: {err}"
-        return report
-
-    ref_path = _find_reference(nb, path, Path(reference) if reference is not None else None)
-    if ref_path is not None:
-        ref_nb = nbformat.read(ref_path, as_version=4)
-        originals = {info["grade_id"]: c for c in ref_nb.cells if (info := _grading(c))}
-        seen = set()
-        for cell in nb.cells:
-            info = _grading(cell)
-            if info is None:
-                continue
-            original = originals.get(info["grade_id"])
-            if original is None:
-                cell.metadata.pop("grading")  # not a task of this exercise: runs, but is not graded
-                report.notes.append(f"check cell {info['grade_id']!r} is not part of {ref_path.name}; not graded")
-                continue
-            seen.add(info["grade_id"])
-            if cell.source != original.source:
-                report.notes.append(f"check cell {info['grade_id']} was edited; the original was restored")
-            cell.source, cell.metadata["grading"] = original.source, dict(original.metadata["grading"])
-        for grade_id, original in originals.items():
-            if grade_id not in seen:
-                report.notes.append(f"check cell {grade_id} was missing; the original was added at the end")
-                nb.cells.append(copy.deepcopy(original))
-    else:
-        report.notes.append("original exercise not found: the submission's own check cells were graded")
-
-    checks = [c for c in nb.cells if _grading(c)]
-    if not checks:
-        report.error = "no check cells (cells with metadata 'grading') found"
+        report.error = f"cannot read the notebook: {type(err).__name__}: {str(err)[:200]}"
+    name, how = identify(nb, path, refs, exercise)
+    report.exercise = name
+    ref = refs.get(name) if name else None
+    if ref is None:
+        report.error = report.error or f"cannot tell which exercise this is ({how}): name it with --exercise"
+    if report.error:
+        report.tasks = _zero(ref, report.error)
         report.seconds = time.perf_counter() - start
         return report
-    report.notes += _package_uses(nb)
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-    client_kwargs: dict[str, Any] = dict(timeout=timeout, allow_errors=True, interrupt_on_timeout=True,
-                                         shutdown_kernel="immediate",
-                                         resources={"metadata": {"path": str(path.resolve().parent)}})
-    client_kwargs["kernel_name"] = kernel_name or _kernel_for(nb)
+    assert nb is not None and ref is not None
+    if how == "content":
+        report.notes.append(f"matched to exercise {name} by the names it defines")
+    cells = _plan(nb, ref, report.notes)
+    own = package is None
+    package = package or PackageCopy()
     try:
-        NotebookClient(nb, **client_kwargs).execute()
-    except Exception as err:  # the kernel died or could not start: the cells not run score 0
-        report.error = f"execution stopped: {type(err).__name__}: {_ANSI.sub('', str(err)).strip()[:300]}"
-
-    for cell in checks:
-        info = _grading(cell)
-        assert info is not None
-        task = info.get("task", info["grade_id"].removeprefix("task-"))
-        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-        text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
-        if errors and errors[0].get("ename") == "KeyboardInterrupt":
-            message, passed = f"timed out: the cell ran for more than {timeout:g} s and was interrupted", False
-        elif errors:
-            message = _ANSI.sub("", f"{errors[0].get('ename', 'Error')}: {errors[0].get('evalue', '')}")
-            passed = False
-        elif cell.get("execution_count") is None:
-            message, passed = "not run" + (f" ({report.error})" if report.error else ""), False
-        elif f"✓ Task {task} passed" in text:
-            message, passed = next((ln for ln in text.splitlines() if ln.startswith("✓")), ""), True
-        else:
-            message, passed = "the check did not report success", False
-        report.tasks.append(TaskResult(grade_id=info["grade_id"], title=str(info.get("title", "")),
-                                       points=float(info.get("points", 1)), passed=passed, message=message))
+        run = run_plan({"cells": cells, "threads": 1}, package, cell_timeout=timeout,
+                       notebook_timeout=notebook_timeout, memory_mb=memory_mb)
+        if not package.intact():
+            report.error = "the submission changed the grader's copy of the package; its grade is void"
+    finally:
+        if own:
+            package.remove()
+    report.tasks = _score(cells, ref, run, timeout, notebook_timeout, report)
+    if report.error:
+        for t in report.tasks:
+            t.score = 0.0
     report.seconds = time.perf_counter() - start
     return report
 
 
-def _notebooks(paths: Sequence[str]) -> list[Path]:
-    found: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            found += sorted(q for q in p.rglob("*.ipynb") if ".ipynb_checkpoints" not in q.parts)
-        elif p.is_file():
-            found.append(p)
+def _score(cells: list[dict[str, Any]], ref: dict[str, Any], run: Any, timeout: float,
+           notebook_timeout: float, report: Report) -> list[TaskResult]:
+    stopped = ""
+    if run.notebook_timeout:
+        stopped = f"not run: the notebook ran for more than {notebook_timeout:g} s and was stopped"
+        report.notes.append(stopped)
+    elif run.crash:
+        stopped = f"not run: the grader's runner failed ({run.crash.get('ename')}: {run.crash.get('evalue')})"
+        report.notes.append(stopped)
+    elif not run.ended:
+        why = "a cell ignored the interrupt after its time limit" if run.timed_out_cells else \
+            "the submission's process died" + (" (out of memory?)" if "MemoryError" in run.stderr else "")
+        stopped = f"not run: {why}"
+        report.notes.append(stopped)
+    syntax = ""
+    results = []
+    by_id = {c["grade_id"]: i for i, c in enumerate(cells) if c["kind"] == "check"}
+    for index, cell in enumerate(cells):
+        event = run.events.get(index)
+        if cell["kind"] == "code" and event and event.get("error") and event["error"]["ename"] in ("SyntaxError", "IndentationError") \
+                and not syntax:
+            e = event["error"]
+            first = cell["source"].strip().split("\n")[0][:50]
+            syntax = (f"{e['ename']} in code cell {cell['number']} (`{first}`), line {e.get('lineno')}: "
+                      f"{e['evalue']}; that cell did not run")
+        if cell["kind"] == "code" and index in run.timed_out_cells:
+            report.notes.append(f"code cell {cell['number']} ran for more than {timeout:g} s and was interrupted")
+    for task in ref["tasks"]:
+        index = by_id[task["grade_id"]]
+        event = run.events.get(index)
+        points = float(task["points"])
+        if event is None:
+            message = (f"timed out: the check ran for more than {timeout:g} s" if index in run.timed_out_cells
+                       else stopped or "not run")
+            results.append(TaskResult(task["grade_id"], task["title"], points, 0.0, message))
+            continue
+        parts = event.get("parts", [])
+        weights = task.get("parts") or None
+        if weights and len(weights) == len(parts):
+            score = sum(float(w) for w, p in zip(weights, parts) if p["passed"])
         else:
-            raise FileNotFoundError(f"no such notebook or folder: {p}")
-    return found
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m minitransformer.grading NOTEBOOK_OR_FOLDER ... [--json out.json]``: grade and print tables."""
-    parser = argparse.ArgumentParser(
-        prog="python -m minitransformer.grading",
-        description="Run exercise notebooks in fresh kernels and score their check cells.",
-    )
-    parser.add_argument("paths", nargs="+", help="submitted notebooks, or folders searched for *.ipynb")
-    parser.add_argument("--json", type=Path, help="also write every report to this JSON file")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per cell (default 120)")
-    parser.add_argument("--reference", type=Path, default=None,
-                        help=f"folder with the original exercises (default {COURSE_EXERCISES})")
-    parser.add_argument("--kernel", default=None, help="Jupyter kernel name (default: the notebook's own)")
-    parser.add_argument("--jobs", type=int, default=1, help="notebooks graded at the same time (default 1)")
-    args = parser.parse_args(argv)
-    try:
-        files = _notebooks(args.paths)
-    except FileNotFoundError as err:
-        parser.error(str(err))
-    if not files:
-        parser.error("no notebooks found")
-    grade = functools.partial(grade_notebook, timeout=args.timeout, reference=args.reference,
-                              kernel_name=args.kernel)
-    reports = []
-    if args.jobs > 1 and len(files) > 1:
-        # Separate processes, each starting its own kernels; results are printed in the given order.
-        context = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(min(args.jobs, len(files)), mp_context=context) as pool:
-            for report in pool.map(grade, files):
-                reports.append(report)
-                print(report.table(), end="\n\n", flush=True)
-    else:
-        for path in files:
-            reports.append(grade(path))
-            print(reports[-1].table(), end="\n\n", flush=True)
-    if len(reports) > 1:
-        width = max(len(r.path) for r in reports)
-        print("submission".ljust(width) + "  score")
-        for r in reports:
-            print(r.path.ljust(width) + f"  {_num(r.score)}/{_num(r.max_score)}" + ("  (error)" if r.error else ""))
-    if args.json:
-        args.json.write_text(json.dumps([r.to_dict() for r in reports], indent=2, ensure_ascii=False) + "\n",
-                             encoding="utf-8")
-    return 0
+            score = points if parts and all(p["passed"] for p in parts) else 0.0
+        failed = [p for p in parts if not p["passed"]]
+        if not failed:
+            message = parts[0]["message"] if parts else "passed"
+        else:
+            message = _ANSI.sub("", failed[0]["message"])
+            if failed[0].get("timeout"):
+                message = f"timed out: the check ran for more than {timeout:g} s and was interrupted"
+            elif syntax and not failed[0].get("flagged") and re.match(r"(NameError|NotImplementedError)", message):
+                message = f"{syntax} ({message})"
+            if weights and len(weights) == len(parts) and score > 0:
+                message = f"{_num(score)} of {_num(points)} points; part {parts.index(failed[0]) + 1} failed: {message}"
+        results.append(TaskResult(task["grade_id"], task["title"], points, min(score, points), message))
+    return results

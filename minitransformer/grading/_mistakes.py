@@ -1,0 +1,40 @@
+"""Helpers shared by the checks of the lesson-by-lesson tasks (exercises 00, 01, 08 and the new tasks of 02-07)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from torch import Tensor
+
+from ._common import _close, _describe
+
+
+def _known_mistake(given: Tensor, mistakes: Sequence[tuple[str, Callable[[], Tensor | None]]],
+                   atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
+    """The hint of the first known mistake whose result ``given`` matches, or None."""
+    for hint, wrong in mistakes:
+        try:
+            candidate = wrong()
+        except Exception:  # a mistake that does not apply to these shapes
+            continue
+        if candidate is not None and _close(given, candidate, atol, rtol):
+            return hint
+    return None
+
+
+def _as_number(x: Any, text: str, wanted: str = "a number") -> float:
+    """A Python float from the learner's int, float or one-element tensor."""
+    __tracebackhide__ = True
+    if isinstance(x, Tensor) and x.numel() == 1:
+        return float(x.item())
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return float(x)
+    raise AssertionError(f"{text} returned {_describe(x)}; expected {wanted}")
+
+
+def _pair(result: Any, text: str, names: str) -> tuple[Any, Any]:
+    """The two elements of a returned pair, or an explained AssertionError."""
+    __tracebackhide__ = True
+    if isinstance(result, Tensor) or not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise AssertionError(f"{text} returned {_describe(result)}; expected a pair ({names})")
+    return result[0], result[1]

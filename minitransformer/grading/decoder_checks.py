@@ -1,0 +1,207 @@
+"""Checks for the decoder: the right-shifted target and the decoder layer's three sub-layers (lesson 06)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch import Tensor, nn
+
+from ..data.batching import collate_pairs
+from ..layers import DecoderLayer
+from ..masks import make_padding_mask, make_target_mask
+from ._common import (_build, _call, _compare, _expect_shape, _expect_tensor, _fill_parameters, _first_output,
+                      _isolated, _name, _passed, _rand, _rng, _shape)
+from ._mistakes import _pair
+
+__all__ = ["check_decoder_layer", "check_shifted_target"]
+
+
+@_isolated(avoid=("minitransformer.data.batching:collate_pairs",))
+def check_shifted_target(fn: Callable[[Tensor, int, int, int], tuple[Tensor, Tensor]], *,
+                         task: int | str | None = None) -> None:
+    """Check ``fn(y, pad_id, bos_id, eos_id) -> (tgt_in, tgt_out)``: the decoder's input and labels (lesson 06).
+
+    ``y`` (B, L) holds the target sentences without start or end token, padded with ``pad_id``.
+    ``tgt_in`` (B, L + 1) is ``bos`` followed by each sentence, ``tgt_out`` (B, L + 1) each
+    sentence followed by ``eos``, both padded: the same as :func:`collate_pairs`.
+
+    Args:
+        fn: the learner's function.
+        task: task number printed on success.
+
+    Raises:
+        AssertionError: what differs, and the likely mistake.
+    """
+    __tracebackhide__ = True
+    cases = [
+        ("a padded batch", [[7, 8, 9], [5, 6], [4]], 0, 1, 2),
+        ("no padding", [[4, 5, 6, 7], [9, 8, 7, 6]], 0, 1, 2),
+        ("other special ids", [[10, 11], [12, 13, 14, 15]], 3, 1, 0),
+        ("one word", [[6]], 0, 1, 2),
+    ]
+    for case, sentences, pad, bos, eos in cases:
+        longest = max(len(s) for s in sentences)
+        y = torch.tensor([s + [pad] * (longest - len(s)) for s in sentences])  # (B, L)
+        text = f"{_name(fn)}(y {_shape(y)}, pad_id={pad}, bos_id={bos}, eos_id={eos}) [{case}]"
+        original = y.clone()
+        tgt_in, tgt_out = _pair(_call(fn, y, pad, bos, eos, text=text), text, "tgt_in, tgt_out")
+        if not torch.equal(y, original):
+            raise AssertionError(f"{text} changed y in place: build new tensors")
+        tgt_in, tgt_out = _expect_tensor(tgt_in, text, "as tgt_in"), _expect_tensor(tgt_out, text, "as tgt_out")
+        batch = collate_pairs([([4], s + [eos]) for s in sentences], pad, bos, eos)
+        for name, got, expected in (("tgt_in", tgt_in, batch.tgt_in), ("tgt_out", tgt_out, batch.tgt_out)):
+            _expect_shape(got, expected.shape, text, name, {
+                (len(sentences), longest + 2): "Each of tgt_in and tgt_out adds ONE token to the sentence: bos in "
+                                              "front of tgt_in, eos at the end of tgt_out, so both are (B, L + 1).",
+                (len(sentences), longest): "Add one token: bos in front for tgt_in, eos after the words for tgt_out.",
+            })
+        if torch.equal(tgt_in, batch.tgt_out) and torch.equal(tgt_out, batch.tgt_in):
+            raise AssertionError(f"{text}: you swapped them: the decoder READS bos y_1 ... y_n (tgt_in) and must "
+                                 "PREDICT y_1 ... y_n eos (tgt_out).")
+        for name, got, expected in (("tgt_in", tgt_in, batch.tgt_in), ("tgt_out", tgt_out, batch.tgt_out)):
+            if torch.equal(got.long(), expected):
+                continue
+            row = next(b for b in range(len(sentences)) if not torch.equal(got[b].long(), expected[b]))
+            appended = torch.cat([y, torch.full((len(sentences), 1), eos)], dim=1)  # eos after the padding
+            hints = [
+                (name == "tgt_out" and torch.equal(got.long(), appended),
+                 "The end token goes right after each sentence's last word, before its padding, not at the end of "
+                 "the padded row."),
+                (name == "tgt_in" and bool((got == eos).any()),
+                 "tgt_in holds no end token: the decoder never reads eos, it only has to predict it."),
+                (name == "tgt_out" and bool((got == bos).any()),
+                 "tgt_out holds no start token: nothing ever predicts bos."),
+                (name == "tgt_in" and bool((got[:, 0] != bos).any()), "Every row of tgt_in starts with bos."),
+            ]
+            hint = next((h for matched, h in hints if matched), "")
+            raise AssertionError(f"{text}: wrong {name}: for sentence {row} expected {expected[row].tolist()}, got "
+                                 f"{got[row].tolist()}." + (f" {hint}" if hint else ""))
+    _passed(task, "shifted target, 4 batches (padding, none, other special ids, one word)")
+
+
+def _decoder_by_hand(ref: DecoderLayer, y: Tensor, memory: Tensor, src_mask: Tensor | None,
+                     tgt_mask: Tensor | None, *, order: str = "post", cross_query: str = "a",
+                     cross_source: str = "memory", self_mask: str = "tgt", cross_mask: str = "src",
+                     norms: tuple[int, int, int] = (1, 2, 3), residual: bool = True) -> Tensor:
+    """A decoder layer from ``ref``'s parts, wired right (the defaults) or in a usual wrong way."""
+    masks = {"tgt": tgt_mask, "src": src_mask, "none": None}
+    n1, n2, n3 = (getattr(ref, f"norm{i}") for i in norms)
+
+    def add(x: Tensor, sub: Tensor) -> Tensor:
+        return x + sub if residual else sub
+
+    if order == "pre":
+        h = n1(y)
+        a = y + ref.self_attn(h, h, h, masks[self_mask])[0]
+        h = n2(a)
+        b = a + ref.cross_attn(h, memory, memory, masks[cross_mask])[0]
+        return b + ref.feed_forward(n3(b))
+    a = n1(add(y, ref.self_attn(y, y, y, masks[self_mask])[0]))
+    query = {"a": a, "y": y, "memory": memory}[cross_query]
+    source = {"memory": memory, "a": a}[cross_source]
+    b = n2(add(a, ref.cross_attn(query, source, source, masks[cross_mask])[0]))
+    return n3(add(b, ref.feed_forward(b)))
+
+
+@_isolated(avoid=("minitransformer.layers:DecoderLayer", "torch.nn:TransformerDecoderLayer"))
+def check_decoder_layer(cls: type[nn.Module], *, task: int | str | None = None) -> None:
+    """Check a post-LN decoder layer against :class:`DecoderLayer`, weights copied by attribute name.
+
+    ``cls(d_model, n_heads, d_ff, dropout)`` must hold ``self_attn`` and ``cross_attn``
+    (:class:`MultiHeadAttention`), ``feed_forward`` (:class:`PositionwiseFeedForward`) and
+    ``norm1``, ``norm2``, ``norm3`` (LayerNorms with ``weight`` and ``bias``);
+    ``forward(x, memory, src_mask=None, tgt_mask=None)`` computes
+    a = norm1(x + SelfAttn(x, x, x, tgt_mask)), b = norm2(a + CrossAttn(a, memory, memory, src_mask)),
+    out = norm3(b + FFN(b)) (section 3.1, lesson 06). It is built with dropout 0.2 and run in eval
+    mode, where dropout must be off.
+
+    Args:
+        cls: the learner's class.
+        task: task number printed on success.
+
+    Raises:
+        AssertionError: what differs, and the likely mistake.
+    """
+    __tracebackhide__ = True
+    g = _rng()
+    d_model, n_heads, d_ff, dropout = 8, 2, 16, 0.2
+    layer = _build(cls, d_model, n_heads, d_ff, dropout)
+    owner = f"{_name(cls)}({d_model}, {n_heads}, {d_ff}, {dropout})"
+    ref = DecoderLayer(d_model, n_heads, d_ff, dropout).eval()
+    _fill_parameters(ref, g)
+    mine = dict(layer.named_parameters())
+    wanted = dict(ref.named_parameters())
+    missing = [n for n in wanted if n not in mine]
+    if missing:
+        parts = sorted({n.split(".")[0] for n in missing})
+        raise AssertionError(
+            f"{owner} has no parameter(s) {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}: the layer "
+            f"needs the sub-modules {', '.join(parts)} under these names (self_attn and cross_attn = "
+            "MultiHeadAttention(d_model, n_heads, dropout), feed_forward = PositionwiseFeedForward(d_model, d_ff, "
+            "dropout), norm1/norm2/norm3 = nn.LayerNorm(d_model))"
+        )
+    extra = [n for n in mine if n not in wanted]
+    if extra:
+        raise AssertionError(f"{owner} has parameters the decoder layer does not have: {', '.join(extra[:4])}")
+    for name, p in wanted.items():
+        if mine[name].shape != p.shape:
+            raise AssertionError(f"{owner}.{name} has shape {_shape(mine[name])}; expected {_shape(p)}")
+        mine[name].copy_(p)
+    keep_src = torch.tensor([[True, True, True, False], [True, True, True, True]])[:, None, None, :]
+    tgt5 = torch.tensor([[1, 5, 6, 7, 0], [1, 4, 4, 5, 6]])
+    tgt4 = torch.tensor([[1, 5, 6, 0], [1, 4, 4, 5]])
+    src5 = torch.tensor([[4, 5, 6, 0, 0], [4, 5, 6, 7, 8]])
+    cases = [
+        ("T=4, S=4, padding and causal masks", _rand(g, 2, 4, d_model), _rand(g, 2, 4, d_model), keep_src,
+         make_target_mask(tgt4, 0)),
+        ("T=5, S=5, padding and causal masks", _rand(g, 2, 5, d_model), _rand(g, 2, 5, d_model),
+         make_padding_mask(src5, 0), make_target_mask(tgt5, 0)),
+        ("T=4, S=3, no masks", _rand(g, 2, 4, d_model), _rand(g, 2, 3, d_model), None, None),
+        ("one target position, T=1", _rand(g, 1, 1, d_model), _rand(g, 1, 3, d_model), None, None),
+    ]
+    for case, y, memory, src_mask, tgt_mask in cases:
+        args = (y, memory, src_mask, tgt_mask)
+        text = (f"{owner}.forward(x {_shape(y)}, memory {_shape(memory)}, src_mask "
+                f"{_shape(src_mask) if src_mask is not None else None}, tgt_mask "
+                f"{_shape(tgt_mask) if tgt_mask is not None else None}) [{case}]")
+        out = _expect_tensor(_first_output(_call(layer, *args, text=text)), text, f"of shape {_shape(y)}")
+        expected = ref(*args)
+        _expect_shape(out, expected.shape, text, "output", {
+            tuple(memory.shape): "The output has one vector per TARGET position: the queries of the cross-attention "
+                                 "come from the decoder, the keys and values from memory.",
+        })
+        again = _first_output(_call(layer, *args, text=text))
+        if not torch.equal(out, again):
+            raise AssertionError(f"{text}: two calls in eval mode gave different outputs: dropout must switch off in "
+                                 "eval mode; use nn.Dropout modules (or pass dropout to the sub-modules), not "
+                                 "F.dropout(..., training=True).")
+
+        def wrong(**kw: Any) -> Callable[[], Tensor]:
+            return lambda: _decoder_by_hand(ref, *args, **kw)
+
+        _compare(out, expected, text, "output", [
+            ("Your layer is pre-LN, x + Sublayer(LayerNorm(x)); the paper's decoder is post-LN: "
+             "LayerNorm(x + Sublayer(x)) after each of the three sub-layers.", wrong(order="pre")),
+            ("In the cross-attention the QUERIES come from the decoder (a, after the masked self-attention) and the "
+             "keys and values from memory: cross_attn(a, memory, memory, src_mask).",
+             wrong(cross_query="memory", cross_source="a")),
+            ("In the cross-attention the QUERIES come from the decoder (a) and the keys and values from memory: "
+             "cross_attn(a, memory, memory, src_mask).", wrong(cross_query="memory")),
+            ("The cross-attention's queries are the output of the first sub-layer, a = norm1(x + SelfAttn(x)), not "
+             "the layer's input x.", wrong(cross_query="y")),
+            ("The cross-attention reads the source: its keys and values are memory, not the decoder's own states.",
+             wrong(cross_source="a")),
+            ("The self-attention needs tgt_mask (padding and causal): without it every position sees the future.",
+             wrong(self_mask="none")),
+            ("The cross-attention needs src_mask, so that it ignores the source's padding.", wrong(cross_mask="none")),
+            ("The masks are swapped: tgt_mask belongs to the self-attention, src_mask to the cross-attention.",
+             wrong(self_mask="src", cross_mask="tgt")),
+            ("norm1, norm2 and norm3 follow the self-attention, the cross-attention and the feed-forward network, in "
+             "that order.", wrong(norms=(1, 3, 2))),
+            ("norm1, norm2 and norm3 follow the self-attention, the cross-attention and the feed-forward network, in "
+             "that order.", wrong(norms=(3, 2, 1))),
+            ("The residual connections are missing: LayerNorm(x + Sublayer(x)), the sub-layer's input added back.",
+             wrong(residual=False)),
+        ])
+    _passed(task, "post-LN decoder layer, 4 cases (padding and causal masks, S != T, T = 1), dropout off in eval mode")

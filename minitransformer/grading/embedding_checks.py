@@ -1,0 +1,264 @@
+"""Checks for exercises 01: one-hot lookup, sqrt(d_model) scaling, tied output layer, skip-gram (lesson 01)."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..embeddings import TokenEmbedding
+from ._common import (_build, _call, _call_text, _compare, _expect_shape, _expect_tensor, _isolated, _name, _passed,
+                      _rand, _rng, _shape)
+from ._mistakes import _pair
+
+__all__ = ["check_one_hot_embedding", "check_scaled_embedding", "check_skipgram_gradients", "check_tied_output"]
+
+
+@_isolated(avoid=("torch.nn.functional:embedding",))
+def check_one_hot_embedding(fn: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]], *,
+                            task: int | str | None = None) -> None:
+    """Check ``fn(tokens, E) -> (one_hot, vectors)``: the embedding lookup as a one-hot matrix product.
+
+    ``tokens`` (B, T) int64 ids, ``E`` (V, D); ``one_hot`` is (B, T, V) float with a single 1 per row,
+    ``vectors = one_hot @ E`` is (B, T, D) and equals the lookup ``E[tokens]`` (lesson 01).
+
+    Args:
+        fn: the learner's function.
+        task: task number printed on success.
+
+    Raises:
+        AssertionError: what differs, and the likely mistake.
+    """
+    __tracebackhide__ = True
+    g = _rng()
+    cases = [
+        ("a padded batch", torch.tensor([[4, 7, 5, 0], [6, 4, 0, 0]]), _rand(g, 9, 5)),
+        ("the last id of the vocabulary", torch.tensor([[8, 1, 2, 3]]), _rand(g, 9, 3)),
+        ("one token", torch.tensor([[2]]), _rand(g, 4, 6)),
+    ]
+    for case, tokens, E in cases:
+        text = _call_text(fn, tokens, E, names=("tokens", "E")) + f" [{case}]"
+        one_hot, vectors = _pair(_call(fn, tokens, E, text=text), text, "one_hot, vectors")
+        (batch, length), (vocab, d_model) = tokens.shape, E.shape
+        one_hot = _expect_tensor(one_hot, text, "as one_hot")
+        vectors = _expect_tensor(vectors, text, "as the vectors")
+        _expect_shape(one_hot, (batch, length, vocab), text, "one-hot tensor", {
+            (batch, length, int(tokens.max()) + 1): "The one-hot vectors need V = E.size(0) entries, one per row of "
+                                                  "the table, not just as many as the largest id in the batch: "
+                                                  "pass num_classes.",
+        })
+        if not one_hot.is_floating_point():
+            raise AssertionError(f"{text}: one_hot is a {one_hot.dtype} tensor; make it float (.float()) so that it "
+                                 "can be multiplied with the float table E")
+        expected_one_hot = F.one_hot(tokens, vocab).float()
+        if not torch.equal(one_hot, expected_one_hot):
+            raise AssertionError(f"{text}: wrong one-hot tensor: row (b, t) must be all 0 except a 1 at column "
+                                 f"tokens[b, t]; for sentence 0 expected the 1s in columns {tokens[0].tolist()}, "
+                                 f"got {one_hot[0].argmax(-1).tolist()}")
+        _expect_shape(vectors, (batch, length, d_model), text, "vectors")
+        _compare(vectors, E[tokens], text, "vectors", [])
+    _passed(task, "embedding lookup as a one-hot product, 3 batches (padding, the last id, one token)")
+
+
+@_isolated(avoid=("minitransformer.embeddings:TokenEmbedding",))
+def check_scaled_embedding(cls: type[nn.Module], *, task: int | str | None = None) -> None:
+    """Check an embedding module against :class:`TokenEmbedding`: lookup times sqrt(d_model) (section 3.4).
+
+    ``cls(vocab_size, d_model)`` must hold the table as a parameter ``weight`` of shape (V, D);
+    ``forward(tokens)`` returns ``weight[tokens] * sqrt(d_model)``, (B, T) -> (B, T, D).
+
+    Args:
+        cls: the learner's class.
+        task: task number printed on success.
+
+    Raises:
+        AssertionError: what differs, and the likely mistake.
+    """
+    __tracebackhide__ = True
+    g = _rng()
+    for vocab, d_model, tokens in ((10, 16, torch.tensor([[4, 9, 1, 0], [5, 5, 0, 0]])),
+                                   (7, 9, torch.tensor([[6, 3, 2]])), (5, 1, torch.tensor([[4]]))):
+        module = _build(cls, vocab, d_model)
+        owner = f"{_name(cls)}({vocab}, {d_model})"
+        weight = getattr(module, "weight", None)
+        if not isinstance(weight, nn.Parameter):
+            found = ", ".join(f"{n} {_shape(p)}" for n, p in module.named_parameters()) or "none"
+            raise AssertionError(f"{owner} has no parameter `weight` (its parameters: {found}): keep the table as "
+                                 "self.weight = nn.Parameter(torch.randn(vocab_size, d_model)), or expose "
+                                 "nn.Embedding's table under that name")
+        if tuple(weight.shape) != (vocab, d_model):
+            hint = " (rows are tokens: (V, D), not (D, V))" if tuple(weight.shape) == (d_model, vocab) else ""
+            raise AssertionError(f"{owner}.weight has shape {_shape(weight)}; expected ({vocab}, {d_model}){hint}")
+        ref = TokenEmbedding(vocab, d_model)
+        ref.weight.copy_(_rand(g, vocab, d_model, scale=0.2))
+        weight.copy_(ref.weight)
+        text = f"{owner}.forward(tokens {_shape(tokens)})"
+        out = _expect_tensor(_call(module, tokens, text=text), text, f"of shape {_shape((*tokens.shape, d_model))}")
+        expected = ref(tokens)
+        rows = ref.weight[tokens]
+        _compare(out, expected, text, "vectors", [
+            ("Multiply the looked-up rows by sqrt(d_model) (section 3.4): yours are not scaled.", lambda: rows),
+            (f"Multiply by sqrt(d_model) = {math.sqrt(d_model):.3f}, don't divide.", lambda: rows / math.sqrt(d_model)),
+            (f"The factor is sqrt(d_model) = {math.sqrt(d_model):.3f}, not d_model = {d_model}.",
+             lambda: rows * d_model),
+            ("The factor is sqrt(d_model), the width of the vectors, not sqrt(vocab_size).",
+             lambda: rows * math.sqrt(vocab) if vocab != d_model else None),
+        ])
+    _passed(task, "scaled token embedding, 3 sizes (d_model 16, 9 and 1)")
+
+
+@_isolated
+def check_tied_output(cls: type[nn.Module], *, task: int | str | None = None) -> None:
+    """Check a tiny language model whose embedding and output layer share one matrix (section 3.4).
+
+    ``cls(vocab_size, d_model)`` holds ``embed = nn.Embedding(V, D)`` and ``out = nn.Linear(D, V,
+    bias=False)`` whose weight IS the embedding's (one parameter, V * D numbers in all);
+    ``forward(tokens)`` returns the logits ``(E[tokens] * sqrt(D)) @ E^T``, (B, T) -> (B, T, V).
+
+    Args:
+        cls: the learner's class.
+        task: task number printed on success.
+
+    Raises:
+        AssertionError: what differs, and the likely mistake.
+    """
+    __tracebackhide__ = True
+    g = _rng()
+    vocab, d_model = 11, 6
+    model = _build(cls, vocab, d_model)
+    owner = f"{_name(cls)}({vocab}, {d_model})"
+    embed, out = getattr(model, "embed", None), getattr(model, "out", None)
+    if not isinstance(embed, nn.Embedding):
+        raise AssertionError(f"{owner}.embed should be nn.Embedding({vocab}, {d_model}); got "
+                             f"{type(embed).__name__ if embed is not None else 'nothing'}")
+    if not isinstance(out, nn.Linear):
+        raise AssertionError(f"{owner}.out should be nn.Linear({d_model}, {vocab}, bias=False); got "
+                             f"{type(out).__name__ if out is not None else 'nothing'}")
+    if tuple(out.weight.shape) != (vocab, d_model):
+        raise AssertionError(f"{owner}.out.weight has shape {_shape(out.weight)}; nn.Linear({d_model}, {vocab}) stores "
+                             f"({vocab}, {d_model}), exactly the shape of the embedding table")
+    if out.bias is not None:
+        raise AssertionError(f"{owner}.out has a bias: build it with bias=False (the paper's projection is E^T alone)")
+    if out.weight is not embed.weight:
+        same = torch.equal(out.weight, embed.weight)
+        raise AssertionError(
+            f"{owner}.out.weight and {owner}.embed.weight are two different parameters"
+            + (" that merely hold the same numbers now (a copy drifts apart in training)" if same else "")
+            + ": tie them by assigning the parameter itself, self.out.weight = self.embed.weight."
+        )
+    n_params = sum(p.numel() for p in model.parameters())
+    if n_params != vocab * d_model:
+        raise AssertionError(f"{owner} has {n_params} parameters; a tied model has V * D = {vocab * d_model}: "
+                             "one matrix, counted once, and nothing else")
+    E = _rand(g, vocab, d_model, scale=0.4)
+    embed.weight.copy_(E)
+    for tokens in (torch.tensor([[3, 7, 10], [4, 4, 0]]), torch.tensor([[5]])):
+        text = f"{owner}.forward(tokens {_shape(tokens)})"
+        logits = _expect_tensor(_call(model, tokens, text=text), text, f"of shape {_shape((*tokens.shape, vocab))}")
+        _expect_shape(logits, (*tokens.shape, vocab), text, "logits", {
+            (*tokens.shape, d_model): "Those are the embedded vectors; the output layer turns them into V scores.",
+        })
+        x = E[tokens]  # (B, T, D)
+        expected = (x * math.sqrt(d_model)) @ E.T  # (B, T, V)
+        _compare(logits, expected, text, "logits", [
+            ("Scale the embedded tokens by sqrt(d_model) before the output layer, as the Transformer's embedding does.",
+             lambda: x @ E.T),
+            ("Return the scores (logits) themselves; the softmax belongs to the loss.",
+             lambda: torch.softmax(expected, dim=-1)),
+            ("Return the logits; log_softmax belongs to the loss.", lambda: torch.log_softmax(expected, dim=-1)),
+        ])
+    _passed(task, f"tied embedding and output layer: one ({vocab}, {d_model}) parameter, logits for 2 batches")
+
+
+def _skipgram_by_hand(W: Tensor, C: Tensor, centre: Tensor, context: Tensor, *, mean: bool = True,
+                      sign: float = 1.0, overwrite: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    scores = W[centre] @ C.T  # (N, V)
+    n = centre.numel()
+    loss = F.cross_entropy(scores, context, reduction="mean" if mean else "sum")
+    d_scores = sign * (torch.softmax(scores, dim=-1) - F.one_hot(context, C.size(0)))  # (N, V)
+    if mean:
+        d_scores = d_scores / n
+    grad_C = d_scores.T @ W[centre]  # (V, dim)
+    grad_W = torch.zeros_like(W)
+    rows = d_scores @ C  # (N, dim)
+    if overwrite:
+        grad_W[centre] = rows
+    else:
+        grad_W.index_add_(0, centre, rows)
+    return loss, grad_W, grad_C
+
+
+@_isolated(avoid=("torch.autograd:grad", "torch.autograd:backward"))
+def check_skipgram_gradients(fn: Callable[..., tuple[Tensor, Tensor, Tensor]], *,
+                             task: int | str | None = None) -> None:
+    """Check ``fn(W, C, centre, context) -> (loss, grad_W, grad_C)``: one skip-gram step by hand (lesson 01).
+
+    scores = W[centre] C^T (N, V); loss = mean over the N pairs of the cross-entropy of the softmax
+    with the context word; the gradients of that loss with respect to the word vectors W (V, dim)
+    and the context vectors C (V, dim), computed without autograd. Compared with autograd.
+
+    Args:
+        fn: the learner's function.
+        task: task number printed on success.
+
+    Raises:
+        AssertionError: what differs, and the likely mistake.
+    """
+    __tracebackhide__ = True
+    g = _rng()
+    cases = [
+        ("4 pairs, all centres different", torch.tensor([4, 5, 6, 7]), torch.tensor([5, 4, 8, 6])),
+        ("a centre word repeated in 3 pairs", torch.tensor([4, 9, 4, 4, 6]), torch.tensor([5, 4, 7, 8, 4])),
+        ("one pair", torch.tensor([8]), torch.tensor([5])),
+    ]
+    for case, centre, context in cases:
+        W, C = _rand(g, 10, 3, scale=0.5), _rand(g, 10, 3, scale=0.5)
+        args = (W, C, centre, context)
+        text = _call_text(fn, *args, names=("W", "C", "centre", "context")) + f" [{case}]"
+        originals = [a.clone() for a in args]
+        result = _call(fn, *args, text=text)
+        if any(not torch.equal(a, b) for a, b in zip(args, originals)):
+            raise AssertionError(f"{text} changed its inputs in place: return the gradients, do not update W or C")
+        if isinstance(result, Tensor) or not isinstance(result, (tuple, list)) or len(result) != 3:
+            raise AssertionError(f"{text} must return three things, (loss, grad_W, grad_C)")
+        loss = torch.tensor(float(result[0])) if isinstance(result[0], (int, float)) else result[0]  # .item() is fine
+        loss, grad_W, grad_C = (_expect_tensor(r, text, f"as {n}")
+                                for r, n in zip((loss, *result[1:]), ("the loss", "grad_W", "grad_C")))
+        with torch.enable_grad():
+            W_ = W.clone().requires_grad_(True)
+            C_ = C.clone().requires_grad_(True)
+            expected_loss = F.cross_entropy(W_[centre] @ C_.T, context)
+            expected_W, expected_C = torch.autograd.grad(expected_loss, (W_, C_))
+        expected_loss = expected_loss.detach()
+        if loss.numel() != 1:
+            raise AssertionError(f"{text}: the loss has shape {_shape(loss)}; expected one number, the mean over the "
+                                 f"{centre.numel()} pairs")
+        _compare(loss.reshape(()), expected_loss, text, "loss", [
+            ("Average the cross-entropy over the pairs; you summed it.",
+             lambda: _skipgram_by_hand(W, C, centre, context, mean=False)[0]),
+            ("The loss is the cross-entropy of the softmax, -log p(context | centre); you left out the minus sign.",
+             lambda: -expected_loss),
+        ])
+        _expect_shape(grad_C, tuple(C.shape), text, "gradient grad_C",
+                      {(C.size(1), C.size(0)): "grad_C has the shape of C, (V, dim): transpose it."})
+        _expect_shape(grad_W, tuple(W.shape), text, "gradient grad_W",
+                      {(centre.numel(), W.size(1)): "grad_W has the shape of the whole table W, (V, dim): add each "
+                                                    "pair's row into the row of its centre word (index_add_)."})
+        grad_mistakes = [
+            ("The gradient of the cross-entropy with respect to the scores is softmax - one_hot, not one_hot - "
+             "softmax: check the sign.", {"sign": -1.0}),
+            ("Divide the gradients by N, the number of pairs, as the loss is their mean.", {"mean": False}),
+            ("A centre word that occurs in several pairs gets the SUM of their rows: grad_W[centre] = rows (or += "
+             "rows, which does not add up repeated indices either) keeps only one of them; use "
+             "grad_W.index_add_(0, centre, rows).", {"overwrite": True}),
+        ]
+        for index, what, given, expected in ((2, "grad_C", grad_C, expected_C), (1, "grad_W", grad_W, expected_W)):
+            _compare(given, expected, text, what, [
+                (hint, lambda kw=kw, index=index: _skipgram_by_hand(W, C, centre, context, **kw)[index])
+                for hint, kw in grad_mistakes
+            ])
+    _passed(task, "skip-gram loss and gradients by hand, 3 batches (a repeated centre word, one pair), "
+                  "equal to autograd")

@@ -1,0 +1,112 @@
+"""Checks for the conceptual questions of the exercises: a choice of letters, or a few numbers.
+
+Every question has a key such as ``"08-bf16-loss-scaling"``; the notebook shows its text and the
+learner writes ``answer = "B"`` (or a set of letters, or a tuple of numbers). A wrong answer gets
+the explanation of what it confuses, so the check teaches as well as grades.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._common import _isolated, _passed
+
+__all__ = ["QUESTIONS", "check_answer"]
+
+
+@dataclass(frozen=True)
+class _Question:
+    title: str
+    correct: Any  # a letter, a frozenset of letters, or a tuple of numbers
+    why: str  # printed with the pass line
+    wrong: dict[Any, str] = field(default_factory=dict)  # explanations of tempting wrong answers
+    hint: str = ""  # for any other wrong answer
+
+
+QUESTIONS: dict[str, _Question] = {
+    "00-sequential-steps": _Question(
+        title="sequential steps and path lengths for n = 50",
+        correct=(50, 49, 1),
+        why="a GRU needs 50 steps one after the other, kernel-3 convolutions 49 layers, self-attention 1 layer",
+        wrong={
+            (50, 49, 50): "One self-attention layer compares every pair of positions at once: 1 layer connects them.",
+            (50, 25, 1): "A kernel of 3 reaches 1 position to each side per layer, so 49 layers are needed, not 25.",
+            (49, 49, 1): "The GRU reads the 50 words one at a time: 50 sequential steps.",
+            (50, 50, 1): "Position 49 is 49 steps from position 0, and each kernel-3 layer covers one of them: 49.",
+        },
+        hint="Answer with a tuple (GRU steps, kernel-3 convolution layers, self-attention layers).",
+    ),
+    "04-base-model-heads": _Question(
+        title="heads of the base model",
+        correct=(8, 64, 64),
+        why="h = 8 heads of d_k = d_v = 512 / 8 = 64",
+        wrong={
+            (8, 512, 512): "Each head works in d_model / h dimensions, not in all d_model of them.",
+            (6, 64, 64): "6 is the number of layers N; the number of heads is h.",
+        },
+        hint="Answer with a tuple (h, d_k, d_v) for d_model = 512, as in the paper's Table 3.",
+    ),
+    "06-nan-rows": _Question(
+        title="masks that leave a query with no key",
+        correct=frozenset("CD"),
+        why="an all-padding source (C) and tril(-1) (D, whose row 0 is empty) give rows of -inf and a 0/0 softmax",
+        wrong={
+            frozenset("C"): "Look at row 0 of D as well: tril(-1) removes the diagonal, so query 0 sees no key.",
+            frozenset("D"): "C hides every key of that sentence: each of its queries has only -inf scores.",
+            frozenset("BCD"): "B never empties a row: position 0 is always <bos>, a real token that sees itself.",
+            frozenset("ACD"): "A (the causal mask) always keeps the diagonal: every query sees at least itself.",
+        },
+        hint="A row is NaN when its query may attend to no key at all: find the masks with an all-False row.",
+    ),
+    "08-bf16-loss-scaling": _Question(
+        title="why bf16 needs no loss scaling",
+        correct="B",
+        why="bfloat16 keeps float32's 8 exponent bits, so tiny gradients do not underflow to 0",
+        wrong={
+            "A": "bfloat16 has FEWER mantissa bits than float16 (7 against 10): it is less precise, not more.",
+            "C": "Autocast runs the products in bf16 on the GPU, gradients included; the reason is the range.",
+            "D": "bf16 gradients can be as tiny as fp16 ones; what differs is whether such numbers still exist.",
+        },
+    ),
+}
+
+
+def _normalise(answer: Any) -> Any:
+    if isinstance(answer, str):
+        letters = [c for c in answer.upper() if c.isalpha()]
+        return letters[0] if len(letters) == 1 else frozenset(letters)
+    if isinstance(answer, (set, frozenset)):
+        return frozenset(str(a).strip().upper() for a in answer)
+    if isinstance(answer, (list, tuple)):
+        return tuple(int(a) if isinstance(a, float) and a.is_integer() else a for a in answer)
+    return answer
+
+
+@_isolated
+def check_answer(question: str, answer: Any, *, task: int | str | None = None) -> None:
+    """Check the answer to the conceptual question ``question`` (a key of :data:`QUESTIONS`).
+
+    Args:
+        question: the question's key, as in the check cell.
+        answer: the learner's answer: a letter ``"B"``, letters ``{"C", "D"}``, or a tuple of numbers.
+        task: task number printed on success.
+
+    Raises:
+        AssertionError: the answer is missing or wrong, with what it confuses.
+    """
+    __tracebackhide__ = True
+    if question not in QUESTIONS:
+        raise KeyError(f"no question {question!r}; known: {', '.join(sorted(QUESTIONS))}")
+    q = QUESTIONS[question]
+    if answer is None or answer is ...:
+        raise AssertionError(f"Question '{q.title}': set `answer` to your answer first.")
+    given = _normalise(answer)
+    correct = q.correct
+    if isinstance(correct, frozenset) and isinstance(given, str):
+        given = frozenset(given)
+    if given == correct:
+        _passed(task, f"{q.title}: {q.why}")
+        return
+    explanation = q.wrong.get(given, q.hint or "Read the options again, one at a time.")
+    raise AssertionError(f"Question '{q.title}': {answer!r} is not right. {explanation}")
