@@ -412,7 +412,9 @@ def test_the_nan_row_question_agrees_with_the_package_and_a_plain_softmax():
     assert not plain((tokens != 0)[:, None, :]).isnan().any()  # A
     assert plain((tokens != 0)[:, :, None]).isnan().any()  # B
     assert plain((torch.tensor([[5, 7, 0], [0, 0, 0]]) != 0)[:, None, :]).isnan().any()  # C
-    assert not scaled_dot_product_attention(x, x, x, (tokens != 0)[:, :, None])[1].isnan().any()  # D
+    # The package checks that a mask covers every key, so the query mask is spelled out as (B, Tq, Tk).
+    query_mask = (tokens != 0)[:, :, None].expand(2, 3, 3)  # (B, Tq, Tk)
+    assert not scaled_dot_product_attention(x, x, x, query_mask)[1].isnan().any()  # D
 
 
 # ----------------------------------------------------------------------------------------------
