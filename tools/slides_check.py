@@ -79,7 +79,14 @@ def main() -> int:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     report = {}
     try:
-        time.sleep(8)
+        deadline = time.time() + 90
+        while time.time() < deadline:  # wait until the server answers
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(1)
+        time.sleep(3)
         for width, height in sizes:
             options = Options()
             for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={width},{height}"):
