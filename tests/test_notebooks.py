@@ -3,7 +3,10 @@
 * code cells were run in order from the top of a fresh kernel (execution counts 1, 2, 3...);
 * no stored output is an error;
 * no notebook defines a function or class with the name of a package symbol: the package
-  is the single definition of every reusable piece, lessons import it.
+  is the single definition of every reusable piece, lessons import it;
+* lessons are slide-ready: nbval's output checks are cell tags (a ``# NBVAL_CHECK_OUTPUT``
+  comment would show on the slides), RISE may scroll a tall slide, every slide of lessons 06 on
+  starts with a heading, and every lesson ends by linking its exercise of the same name.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import pytest
 import minitransformer
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "solutions").glob("*.ipynb"))
+LESSONS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = LESSONS + sorted((ROOT / "solutions").glob("*.ipynb"))
 
 
 def _package_symbols() -> set[str]:
@@ -47,7 +51,8 @@ def _code_cells(path: Path) -> list[dict]:
 
 def test_there_are_lessons():
     names = {p.stem for p in NOTEBOOKS}
-    assert {"00_introduction", "03_self_attention", "06_decoder_and_masking"} <= names, names
+    assert {"00_introduction", "03_self_attention", "06_decoder_and_masking", "07_training",
+            "08_decoding_and_gpu"} <= names, names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -82,3 +87,26 @@ def test_the_redefinition_check_can_fail(tmp_path: Path):
     source = "class MultiHeadAttention:\n    pass\n"
     names = [n.name for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef)]
     assert set(names) & PACKAGE_SYMBOLS
+
+
+def _slide_type(cell: dict) -> str:
+    return cell.get("metadata", {}).get("slideshow", {}).get("slide_type", "-")
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_lessons_are_slide_ready(path: Path):
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    assert notebook["metadata"].get("rise", {}).get("scroll") is True, f"{path.name}: set metadata rise.scroll = true"
+    for index, cell in enumerate(notebook["cells"]):
+        source = "".join(cell["source"])
+        assert not (cell["cell_type"] == "code" and "# NBVAL_CHECK_OUTPUT" in source), (
+            f"{path.name}, cell {index}: use the cell tag nbval-check-output, not the comment (it shows on slides)"
+        )
+        if path.name >= "06" and _slide_type(cell) in ("slide", "subslide"):
+            assert cell["cell_type"] == "markdown" and source.lstrip().startswith("#"), (
+                f"{path.name}, cell {index}: a slide should start with a heading"
+            )
+    exercise = f"../exercises/{path.name}"
+    assert any(exercise in "".join(c["source"]) for c in notebook["cells"][-3:]), (
+        f"{path.name} should end by linking its exercise {exercise}"
+    )
