@@ -1,4 +1,4 @@
-"""Key/value caches for incremental decoding (lesson 07).
+"""Key/value caches for incremental decoding (lesson 08).
 
 When the decoder generates token t, the keys and values of tokens 0..t-1 in every
 self-attention layer are the same as at the previous step, and the keys and values of

@@ -1,4 +1,4 @@
-"""Turning a trained model into output sequences: greedy decoding (lesson 06) and beam search (lesson 07).
+"""Turning a trained model into output sequences: greedy decoding (lesson 06) and beam search (lesson 08).
 
 The decoder is autoregressive: it predicts token t+1 from the source and tokens 0..t,
 so at inference the output is built one token at a time. Both searches feed only the

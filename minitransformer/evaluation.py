@@ -1,4 +1,4 @@
-"""Translation quality: exact match, sacreBLEU, and a batched translate helper (lesson 07).
+"""Translation quality: exact match, sacreBLEU, and a batched translate helper (lessons 07 and 08).
 
 BLEU follows the now usual practice (Post, 2018, "A Call for Clarity in Reporting BLEU
 Scores"): sacreBLEU's ``corpus_bleu`` on detokenized, cased output against the raw

@@ -1,4 +1,4 @@
-"""Looking inside a trained model: its attention maps for one sentence, as figures (lesson 07).
+"""Looking inside a trained model: its attention maps for one sentence, as figures (lesson 08).
 
 :func:`sentence_attention` runs one teacher-forced pass and returns every attention weight
 with the token labels; :func:`save_attention_maps` writes one PNG per layer and kind

@@ -2,7 +2,7 @@
 
 Elliott et al., 2016, "Multi30K: Multilingual English-German Image
 Descriptions". Splits: train (29,000 pairs), validation (1,014) and test
-(test_2016_flickr, 1,000). Lesson 07 trains the base model on it.
+(test_2016_flickr, 1,000). Lesson 08 shows the GPU profile that trains the base model on it.
 
 Where the files are looked for, first match wins:
 1. the ``data_dir`` argument,

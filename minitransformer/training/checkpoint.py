@@ -19,7 +19,7 @@ from it: its tokenizer must parse and its config must agree with the shapes of i
 (a damaged config cannot make the reader allocate a model of its own invention).
 
 Paper, section 6.1: the base models were used as "a single model obtained by averaging the
-last 5 checkpoints"; see :func:`average_checkpoints`. Taught in lesson 07.
+last 5 checkpoints"; see :func:`average_checkpoints`. Taught in lesson 08.
 """
 
 from __future__ import annotations
