@@ -30,9 +30,21 @@ def result_path(folder: str | Path, device_name: str) -> Path:
 
 
 def find_results(folder: str | Path) -> list[Path]:
-    """The result files in ``folder``, sorted by name; empty when there are none (or no folder)."""
+    """The GPU profile results in ``folder``, sorted by name; empty when there are none (or no folder).
+
+    Other JSON files in the folder (results of other benchmarks) are left out: a result is a JSON
+    object holding every top-level key that :func:`load_result` requires.
+    """
     folder = Path(folder)
-    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+    found = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            content = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        if isinstance(content, dict) and all(key in content for key in _REQUIRED):
+            found.append(path)
+    return found
 
 
 def load_result(path: str | Path) -> dict[str, Any]:

@@ -165,6 +165,9 @@ def test_the_result_reader_formats_every_headline_figure(tmp_path: Path) -> None
     path.write_text(json.dumps(_result()), encoding="utf-8")
     assert result_path(tmp_path, "NVIDIA H100 80GB HBM3") == path
     assert find_results(tmp_path) == [path] and find_results(tmp_path / "absent") == []
+    (tmp_path / "padding.json").write_text('{"batches": 260}')  # another benchmark's result
+    (tmp_path / "broken.json").write_text('{')
+    assert find_results(tmp_path) == [path]
     rows = dict(result_rows(load_result(path)))
     assert rows["MFU"] == "34.6% of 989 TFLOP/s dense bf16"
     assert rows["ours / nn.Transformer, eager"] == "1.25x" and rows["ours / nn.Transformer, compiled"] == "1.00x"
