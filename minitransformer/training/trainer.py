@@ -11,6 +11,12 @@ Ctrl-C asks it to stop. Each optimizer step:
    summed loss so that the gradients add up to the mean over all those tokens; DDP
    synchronises the gradients on the last batch only;
 3. clips the gradient norm, steps Adam and the warm-up schedule.
+
+On a CPU it first picks PyTorch's thread count (:func:`choose_threads`: one thread for
+small models, which then keep their speed on a busy machine) and refuses a run whose
+estimated time is days (:func:`estimate_cpu_run`) unless ``allow_slow`` is set.
+Progress is a plain text bar per epoch (no Jupyter widgets, so it also reads in RISE
+slides), titled with the stop rule; ``TQDM_DISABLE=1`` silences it.
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +43,141 @@ from .distributed import DistInfo, StopRequest, all_gather_objects, all_reduce_s
 from .loss import label_smoothed_nll
 from .options import TrainOptions
 from .runlog import RunLog
+
+#: On a CPU, a model with fewer parameters trains with one thread. Small models spend most of
+#: a multi-threaded step waiting for the other threads; on a busy machine that wait is long.
+#: Measured on 2 cores at load 3-11 (benchmarks/train_threads.py and the README's table):
+#: one thread was faster for every size tried up to 15M parameters, 1.5-8x.
+ONE_THREAD_BELOW = 20_000_000
+#: A CPU run estimated to take longer than this is refused unless ``allow_slow`` is set.
+SLOW_RUN_SECONDS = 2 * 3600.0
+#: A model this size on a CPU (d_model 128, 3+3 layers, 2.4M parameters): the run lesson 07
+#: made on Multi30k in 17 minutes on 2 cores.
+CPU_SIZED = "--preset tiny --d-model 128 --n-heads 4 --d-ff 512 --layers 3 --dropout 0.1 --warmup 400 --lr-factor 0.5"
+
+
+def choose_threads(requested: int | None, device: torch.device, parameters: int) -> tuple[int, str]:
+    """The number of CPU threads a run should use, and why (for the setup line).
+
+    Args:
+        requested: an explicit count (``--threads``), or None to choose.
+        device: the run's device; off the CPU PyTorch's default is kept.
+        parameters: the model's parameter count.
+
+    Returns:
+        ``(threads, reason)``.
+    """
+    if requested is not None:
+        return requested, "--threads"
+    if device.type != "cpu":
+        return torch.get_num_threads(), "PyTorch's default"
+    if os.environ.get("OMP_NUM_THREADS"):
+        return torch.get_num_threads(), "OMP_NUM_THREADS"
+    if parameters < ONE_THREAD_BELOW:
+        return 1, f"under {ONE_THREAD_BELOW // 1_000_000}M parameters; --threads to change"
+    return torch.get_num_threads(), "PyTorch's default for a large model; --threads to change"
+
+
+def matmul_flops(seconds: float = 0.05) -> float:
+    """Floating-point operations per second of this process's CPU matmuls, measured now."""
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    a @ b
+    n, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds or n < 3:
+        a @ b
+        n += 1
+    return 2 * 256**3 * n / elapsed
+
+
+@dataclass(frozen=True)
+class CpuEstimate:
+    """How long a run will take on this CPU, and how much disk its checkpoints need.
+
+    Attributes:
+        step_seconds: one optimizer step (about 6 floating-point operations per parameter per
+            token, at the speed :func:`matmul_flops` measures).
+        steps: optimizer steps of the whole run (epochs or max_steps).
+        run_seconds: ``step_seconds * steps``, validation not counted.
+        checkpoint_bytes: one checkpoint (weights and Adam's two moments: 12 bytes a parameter).
+        disk_bytes: the ``keep`` newest checkpoints and ``best.pt``.
+    """
+
+    step_seconds: float
+    steps: int
+    run_seconds: float
+    checkpoint_bytes: int
+    disk_bytes: int
+
+
+def estimate_cpu_run(parameters: int, tokens_per_step: int, steps_per_epoch: int, epochs: int | None,
+                     max_steps: int | None, keep: int, flops: float | None = None) -> CpuEstimate:
+    """Estimate a CPU run from its sizes (nothing is trained).
+
+    Args:
+        parameters: the model's parameter count.
+        tokens_per_step: tokens of one side per optimizer step (batch_tokens * accumulate * processes).
+        steps_per_epoch: optimizer steps per epoch.
+        epochs: epoch limit (None: none).
+        max_steps: step limit (None: none).
+        keep: checkpoints kept.
+        flops: operations per second (default: :func:`matmul_flops` now).
+    """
+    speed = flops if flops is not None else matmul_flops()
+    step = 6.0 * parameters * tokens_per_step / max(speed, 1.0)
+    limits = [n for n in (max_steps, None if epochs is None else epochs * steps_per_epoch) if n is not None]
+    steps = min(limits) if limits else steps_per_epoch
+    size = 12 * parameters
+    return CpuEstimate(step, steps, step * steps, size, size * (keep + 1))
+
+
+class SlowRunError(ValueError):
+    """A CPU run estimated to take hours or days, started without ``allow_slow``."""
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def slow_run_message(e: CpuEstimate, parameters: int, steps_per_epoch: int, device: torch.device) -> str:
+    """What a slow CPU run would cost, and what to do instead."""
+    return (f"this run would train a {parameters / 1e6:.1f}M-parameter model on the {device.type.upper()} "
+            f"({torch.get_num_threads()} threads): about {_duration(e.step_seconds)} per step, "
+            f"{_duration(e.step_seconds * steps_per_epoch)} per epoch of {steps_per_epoch:,} steps, "
+            f"{_duration(e.run_seconds)} for {e.steps:,} steps (estimated from this CPU's speed now), and "
+            f"{e.disk_bytes / 1e9:.1f} GB of disk for its checkpoints ({e.checkpoint_bytes / 1e6:,.0f} MB each, "
+            f"--keep and best.pt). Train it on a GPU, or use a CPU-sized model ({CPU_SIZED} --epochs 8: "
+            f"17 minutes on 2 cores in lesson 07), or pass --allow-slow (allow_slow=True) to start it anyway")
+
+
+def finished_reason(options: TrainOptions, step: int, epoch: int, batches_done: int, metrics: dict[str, Any],
+                    metric: str) -> str | None:
+    """Why a run at this point has nothing left to train (None: it has).
+
+    Args:
+        options: the resolved options of the run (as resumed).
+        step, epoch, batches_done: where the run stands (epoch counts completed epochs).
+        metrics: its figures (``val_<metric>`` is the latest validation figure).
+        metric: "exact_match" or "bleu".
+    """
+    o = options
+    if o.max_steps is not None and step >= o.max_steps:
+        return f"it reached --max-steps {o.max_steps}"
+    if o.epochs is not None and epoch >= o.epochs and batches_done == 0:
+        return f"it trained the {o.epochs} epochs of --epochs"
+    reached = metrics.get("val_" + metric, -math.inf)
+    if o.target is not None and o.target > 0 and reached >= o.target:
+        return f"validation {_metric_text(metric, reached)} reached --target {o.target:g}"
+    return None
+
+
+def _metric_text(metric: str, value: float) -> str:
+    return f"exact match {100 * value:.1f}%" if metric == "exact_match" else f"BLEU {value:.2f}"
 
 
 class Trainer:
@@ -70,6 +213,13 @@ class Trainer:
         self.bf16 = bf16
         self.out = Path(options.out or ".")
         self.budget = options.batch_tokens or 4096
+        if not train_ids:
+            raise ValueError(f"batch_tokens={self.budget} holds no training pair: each has a side longer than "
+                             "that (pairs too long for a batch are left out); expected a budget of at least "
+                             "the longest sentence's tokens (the dates recipe uses 2000)")
+        if not valid_ids:
+            files = f" ({options.valid_src_file}, {options.valid_tgt_file})" if options.dataset == "text" else ""
+            raise ValueError(f"the validation split{files} is empty: expected at least one sentence pair")
         self.sampler = TokenBatchSampler([len(s) for s, _ in train_ids], [len(t) for _, t in train_ids],
                                          self.budget, shuffle=True, seed=options.seed,
                                          rank=info.rank, world_size=info.world_size)
@@ -81,6 +231,24 @@ class Trainer:
         self.metrics: dict[str, Any] = {}
         self.saved_step = -1
         self.grad_norm: torch.Tensor | None = None
+        self.threads, self.threads_reason = choose_threads(options.threads, device, model.num_parameters())
+        torch.set_num_threads(self.threads)
+        if device.type == "cpu":
+            self._check_cpu_time()
+
+    def _check_cpu_time(self) -> None:
+        """Refuse (or, with ``allow_slow``, announce) a CPU run estimated to take hours."""
+        o, parameters = self.options, self.model.num_parameters()
+        tokens = self.budget * o.accumulate * self.info.world_size
+        estimate = estimate_cpu_run(parameters, tokens, self.steps_per_epoch(), o.epochs, o.max_steps, o.keep)
+        if estimate.run_seconds <= SLOW_RUN_SECONDS:
+            return
+        message = slow_run_message(estimate, parameters, self.steps_per_epoch(), self.device)
+        if not o.allow_slow:
+            raise SlowRunError(message)
+        if self.info.is_main:
+            print(f"warning: {message.replace(', or pass --allow-slow (allow_slow=True) to start it anyway', '')}"
+                  "; starting it because --allow-slow was given", file=sys.stderr, flush=True)
 
     # --- pieces -----------------------------------------------------------------
     def autocast(self) -> contextlib.AbstractContextManager:
@@ -148,31 +316,23 @@ class Trainer:
         """Train until the end; returns True when stopped by a signal (a checkpoint is written)."""
         o = self.options
         epochs = o.epochs if o.epochs is not None else 10**9
-        total = [o.max_steps] if o.max_steps else []
-        if o.epochs is not None:
-            total.append(o.epochs * self.steps_per_epoch())
-        # Only the main process draws. TQDM_DISABLE=1 is passed on explicitly: tqdm's notebook
-        # bar ignores the variable inside a Jupyter kernel.
-        silent = os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes")
-        quiet = {"disable": True} if silent or not self.info.is_main else {}
-        from tqdm.auto import tqdm  # imported here: importing the package must stay free of side effects
-
-        bar = tqdm(total=min(total) if total else None, initial=self.step, unit="step", dynamic_ncols=True,
-                   leave=False, **quiet)
-        try:
-            while self.epoch < epochs and not self._done():
+        finished = self.finished()
+        if finished and self.info.is_main:
+            print(f"nothing left to train: the run stopped at step {self.step:,} because {finished}", flush=True)
+        elif self.info.is_main and self.step == 0:
+            print(f"training {self.stop_rule()}", flush=True)
+        while self.epoch < epochs and not self._done():
+            with self._progress_bar() as bar:  # closed (and wiped) before the epoch's line is printed
                 interrupted = self._train_epoch(bar, stop)
-                if interrupted:
-                    self.log.write("interrupted", step=self.step, epoch=self.epoch, signal=stop.signal_name)
-                    self.save()
-                    return True
-                if self.batches_done == 0:  # the epoch was completed
-                    if self._end_of_epoch(bar):
-                        break
-            if self.metrics.get("eval_step") != self.step:  # stopped inside an epoch by max_steps
-                self._end_of_epoch(bar)
-        finally:
-            bar.close()
+            if interrupted:
+                self.log.write("interrupted", step=self.step, epoch=self.epoch, signal=stop.signal_name)
+                self.save()
+                return True
+            if self.batches_done == 0:  # the epoch was completed
+                if self._end_of_epoch():
+                    break
+        if self.metrics.get("eval_step") != self.step and not finished:  # stopped inside an epoch by max_steps
+            self._end_of_epoch()
         if self.saved_step != self.step:
             self.save()
         return False
@@ -183,6 +343,40 @@ class Trainer:
             return True
         reached = self.metrics.get("val_" + self.metric, -math.inf)
         return o.target is not None and o.target > 0 and reached >= o.target
+
+    def finished(self) -> str | None:
+        """Why the run has nothing left to train, or None (see :func:`finished_reason`)."""
+        return finished_reason(self.options, self.step, self.epoch, self.batches_done, self.metrics, self.metric)
+
+    def stop_rule(self) -> str:
+        """When training stops, in words: "for at most 8 epochs (864 steps); earlier once ..."."""
+        o = self.options
+        limits = []
+        if o.epochs is not None:
+            limits.append(f"{o.epochs} epochs ({o.epochs * self.steps_per_epoch():,} steps)")
+        if o.max_steps is not None:
+            limits.append(f"{o.max_steps:,} steps")
+        text = "for at most " + " or ".join(limits) if limits else "without a step limit"
+        if o.target is not None and o.target > 0:
+            goal = f"{100 * o.target:g}% exact match" if self.metric == "exact_match" else f"BLEU {o.target:g}"
+            text += f"; it stops earlier once the validation set reaches {goal}, checked after each epoch"
+        return text
+
+    def _progress_bar(self) -> Any:
+        """A text bar over this epoch's steps (not widgets: they fail in RISE slides), on the main process."""
+        from tqdm.std import tqdm  # imported here: importing the package must stay free of side effects
+
+        o = self.options
+        total = self.steps_per_epoch()
+        done = math.ceil(self.batches_done / o.accumulate)
+        if o.max_steps is not None:
+            total = min(total, done + o.max_steps - self.step)
+        title = f"epoch {self.epoch + 1}" + (f"/{o.epochs}" if o.epochs is not None else "")
+        silent = os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes") or not self.info.is_main
+        # In Jupyter, stdout: stderr is drawn on a red background there, which reads as an error.
+        out = sys.stdout if "ipykernel" in sys.modules else sys.stderr
+        return tqdm(total=total, initial=done, desc=title, unit="step", leave=False, disable=silent, file=out,
+                    dynamic_ncols=True, mininterval=0.5)
 
     def _train_epoch(self, bar: Any, stop: StopRequest) -> bool:
         o, info = self.options, self.info
@@ -237,7 +431,7 @@ class Trainer:
             self.epoch += 1
         return False
 
-    def _end_of_epoch(self, bar: Any) -> bool:
+    def _end_of_epoch(self) -> bool:
         """Validate, log one line, write a checkpoint; True when the quality target is reached.
 
         Also runs after the last step when ``max_steps`` stops training inside an epoch.
@@ -256,8 +450,11 @@ class Trainer:
         epoch = f"{self.epoch:5d}" if part == 0 else f"{self.epoch + part:5.1f}"
         line = (f"epoch {epoch}  step {self.step:6d}  train loss {self.metrics['train_loss']:.3f}  "
                 f"val loss {val_loss:.3f}  {name} {shown}")
+        o = self.options
+        if o.target is not None and o.target > 0 and quality >= o.target:
+            line += "  (target reached: done)"
         if self.info.is_main:
-            bar.write(line)
+            print(line, flush=True)
         best = self.metrics.get("best_val_" + self.metric, -math.inf)
         if quality > best:
             self.metrics.update({"best_val_" + self.metric: quality, "best_step": self.step})
