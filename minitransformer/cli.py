@@ -226,6 +226,7 @@ def _run_train(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .training import train
     from .training.trainer import finished_reason
 
+    _check_device(args.device)
     options, checkpoint, path = _train_options(args, argv)
     if checkpoint is not None:
         o = options.resolved()
@@ -364,6 +365,8 @@ def _run_attention(args: argparse.Namespace) -> int:
 def _run_average(args: argparse.Namespace) -> int:
     from .training import atomic_torch_save, average_checkpoints, list_checkpoints
 
+    if args.last is not None and args.last < 1:
+        raise ValueError(f"--last must be at least 1, got {args.last}")
     paths: list[Path] = []
     for item in args.checkpoints:
         item = Path(item)
@@ -377,8 +380,6 @@ def _run_average(args: argparse.Namespace) -> int:
         else:
             raise FileNotFoundError(f"no checkpoint file or run folder at {item}")
     if args.last is not None:
-        if args.last < 1:
-            raise ValueError(f"--last must be at least 1, got {args.last}")
         if args.last > len(paths):
             # A short run keeps few checkpoints (the dates run: 2); averaging all of them is what was meant.
             print(f"note: --last {args.last}, but only {len(paths)} checkpoints were given: averaging all "

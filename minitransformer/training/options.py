@@ -204,7 +204,9 @@ class TrainOptions:
             # bool is an int to Python, but True epochs is a mistake; an int is fine where a float is wanted.
             ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
             if not ok:
-                expected = " or ".join(k.__name__ if k is not type(None) else "None" for k in kinds)
+                names = ["a number" if k is float else "None" if k is type(None) else k.__name__
+                         for k in kinds if not (k is int and float in kinds)]
+                expected = " or ".join(names)
                 raise TypeError(f"{f.name} must be {expected}, got {type(value).__name__} {value!r}")
 
     def resolved(self) -> TrainOptions:

@@ -78,15 +78,23 @@ def choose_threads(requested: int | None, device: torch.device, parameters: int)
     return torch.get_num_threads(), "PyTorch's default for a large model; --threads to change"
 
 
-def matmul_flops(seconds: float = 0.05) -> float:
-    """Floating-point operations per second of this process's CPU matmuls, measured now."""
-    a, b = torch.randn(256, 256), torch.randn(256, 256)
+def matmul_flops(trials: int = 5, seconds: float = 0.02) -> float:
+    """Floating-point operations per second of this process's CPU matmuls, measured now.
+
+    The best of a few short trials, so that a moment of competition from other processes
+    does not decide the figure; a machine that stays busy still measures slower.
+    """
+    n = 384
+    a, b = torch.randn(n, n), torch.randn(n, n)
     a @ b
-    n, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds or n < 3:
-        a @ b
-        n += 1
-    return 2 * 256**3 * n / elapsed
+    best = 0.0
+    for _ in range(trials):
+        count, start = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < seconds or count < 2:
+            a @ b
+            count += 1
+        best = max(best, 2 * n**3 * count / elapsed)
+    return best
 
 
 @dataclass(frozen=True)
@@ -174,6 +182,12 @@ def finished_reason(options: TrainOptions, step: int, epoch: int, batches_done: 
     if o.target is not None and o.target > 0 and reached >= o.target:
         return f"validation {_metric_text(metric, reached)} reached --target {o.target:g}"
     return None
+
+
+def _in_jupyter_kernel() -> bool:
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return type(shell).__name__ == "ZMQInteractiveShell"
 
 
 def _metric_text(metric: str, value: float) -> str:
@@ -374,7 +388,7 @@ class Trainer:
         title = f"epoch {self.epoch + 1}" + (f"/{o.epochs}" if o.epochs is not None else "")
         silent = os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes") or not self.info.is_main
         # In Jupyter, stdout: stderr is drawn on a red background there, which reads as an error.
-        out = sys.stdout if "ipykernel" in sys.modules else sys.stderr
+        out = sys.stdout if _in_jupyter_kernel() else sys.stderr
         return tqdm(total=total, initial=done, desc=title, unit="step", leave=False, disable=silent, file=out,
                     dynamic_ncols=True, mininterval=0.5)
 
