@@ -219,11 +219,11 @@ def test_translate_warns_about_input_unlike_the_training_data(run_dir: Path,
 
 def test_a_cpu_run_estimated_to_take_hours_is_refused_without_allow_slow(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import minitransformer.training.trainer as trainer
+    import minitransformer.training.cpu as cpu
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("TQDM_DISABLE", "1")
-    monkeypatch.setattr(trainer, "matmul_flops", lambda: 1e3)  # a very slow CPU: no base model is trained here
+    monkeypatch.setattr(cpu, "matmul_flops", lambda: 1e3)  # a very slow CPU: no base model is trained here
     args = ["train", *TINY, "--max-steps", "2", "--device", "cpu", "--out", str(tmp_path / "run")]
     assert main(args) == 2
     err = capsys.readouterr().err
@@ -235,7 +235,7 @@ def test_a_cpu_run_estimated_to_take_hours_is_refused_without_allow_slow(
 
 
 def test_cpu_estimate_of_the_base_model_on_multi30k() -> None:
-    from minitransformer.training.trainer import SLOW_RUN_SECONDS, estimate_cpu_run
+    from minitransformer.training.cpu import SLOW_RUN_SECONDS, estimate_cpu_run
 
     # The base model with an 8,000-token vocabulary (48.3M parameters), 4,096 tokens a step, ~120 steps an
     # epoch, 40 epochs, at 40 GFLOP/s: about half a minute a step (the issue measured 33-62 s), days in all.
@@ -275,7 +275,7 @@ def test_the_setup_line_shows_the_thread_choice(tmp_path: Path, monkeypatch: pyt
 def test_choose_threads() -> None:
     import torch
 
-    from minitransformer.training.trainer import ONE_THREAD_BELOW, choose_threads
+    from minitransformer.training.cpu import ONE_THREAD_BELOW, choose_threads
 
     cpu = torch.device("cpu")
     assert choose_threads(3, cpu, 10)[0] == 3

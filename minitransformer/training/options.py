@@ -69,10 +69,10 @@ class TrainOptions:
             (``layers`` sets both stacks).
         device: "auto", "cpu", "cuda", "cuda:1", "mps".
         threads: CPU threads of PyTorch during the run (None: one thread for models below
-            :data:`~minitransformer.training.trainer.ONE_THREAD_BELOW` parameters on a CPU,
+            :data:`~minitransformer.training.cpu.ONE_THREAD_BELOW` parameters on a CPU,
             else PyTorch's default; ``OMP_NUM_THREADS``, when set, is respected).
         allow_slow: start a run whose estimated time on a CPU exceeds
-            :data:`~minitransformer.training.trainer.SLOW_RUN_SECONDS` (otherwise refused).
+            :data:`~minitransformer.training.cpu.SLOW_RUN_SECONDS` (otherwise refused).
         precision: "auto" (bf16 on a CUDA GPU that supports it, else fp32), "fp32" or "bf16".
         compile: wrap the model in ``torch.compile``.
         batch_tokens: token budget of each side of a batch (paper: ~25,000).
