@@ -102,7 +102,8 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     files.add_argument("--out", help="output folder for checkpoints, log.jsonl, loss.png, tokenizer.json "
                                      "(default: runs/<dataset>)")
     files.add_argument("--resume", nargs="?", const="auto", help="continue from the newest checkpoint of --out, or "
-                                                                 "of the given checkpoint file or run folder (not with --overwrite)")
+                                                                 "of the given checkpoint file or run folder; "
+                                                                 "not with --overwrite")
     files.add_argument("--overwrite", action="store_true", help="start afresh in an --out folder that holds "
                                                                 "checkpoints of an earlier run (deletes them)")
     files.add_argument("--log-every", type=int, default=10, help="steps between records of log.jsonl (default: 10)")

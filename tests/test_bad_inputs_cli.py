@@ -49,7 +49,8 @@ CASES = [
      r"--extra-length .*must be >= 0, got -5"),
     (["translate", "--checkpoint", "run", "--device", "bogus", "hello"], None,
      r"--device must be auto, cpu, cuda, cuda:<index> or mps, got 'bogus'"),
-    (["translate", "--checkpoint", "run", "--batch-size", "0", "hello"], None, r"--batch-size must be at least 1, got 0"),
+    (["translate", "--checkpoint", "run", "--batch-size", "0", "hello"], None,
+     r"--batch-size must be at least 1, got 0"),
     (["translate", "--checkpoint", "run", ""], None, r"sentence 1 is empty: expected text"),
     (["translate", "--checkpoint", "run"], b"Friday, March 3, 2023\n\xff\xfe oops\n", r"standard input is not UTF-8 "
      r"text: byte 0xff on line 2"),
