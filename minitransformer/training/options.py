@@ -5,8 +5,8 @@ the model preset. The ``dates`` recipe is tuned so that ``python -m minitransfor
 reaches 99% exact match on held-out dates quickly on a CPU (the measured time is in the
 README, "How long training takes"): a 2+2-layer d_model=64 model, 2,000-token batches
 (108 steps per epoch), a gentle peak learning rate (factor 0.5, warm-up 400: 0.0031), no
-dropout, and a stop as soon as every validation date
-comes out right (usually after 2-3 epochs). Higher rates learn as fast but swing: the
+dropout, and a stop as soon as every validation date comes out right (usually after 2-3
+epochs). Higher rates learn as fast but swing: the
 exact match can drop from 100% to 70% for an epoch, so the best epoch's weights (``best.pt``)
 are the ones tested. The ``multi30k`` and ``text`` recipes are the paper's base model for
 a GPU, with a warm-up shortened to the size of the data set.
