@@ -151,7 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_arguments(train)
     translate = commands.add_parser("translate", help="translate sentences with a trained checkpoint",
                                     description="Translate with greedy decoding or beam search (--beam 4); "
-                                    "reads lines from standard input when no text is given.")
+                                    "reads lines from standard input (UTF-8) when no text is given. Empty "
+                                    "sentences are refused; input unlike the training data (unknown characters; "
+                                    "for a dates model, not a full date of its source locale or a year outside "
+                                    "1900-2099) is translated with a warning on standard error.")
     translate.add_argument("text", nargs="*", help="sentences to translate (default: lines of standard input)")
     translate.add_argument("--checkpoint", required=True,
                            help="checkpoint file, or a run folder (its best.pt, else its newest checkpoint)")
