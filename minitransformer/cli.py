@@ -1,6 +1,6 @@
 """The command line: ``python -m minitransformer train | translate | attention | average | grade``.
 
-    python -m minitransformer train                         # small model on dates (time: README, "Train a model")
+    python -m minitransformer train                         # small model on dates (README: "How long training takes")
     python -m minitransformer train --dataset multi30k      # the paper's base model (for a GPU)
     torchrun --nproc_per_node=4 -m minitransformer train --dataset multi30k
     python -m minitransformer translate --checkpoint runs/dates "Friday, March 3, 2023"
@@ -143,10 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True,
                                      metavar="{train,translate,attention,average,grade}")
     train = commands.add_parser("train", help="train a model (default: a small one on dates; the README's "
-                                "'Train a model' says how long it takes)",
+                                "'How long training takes' gives its measured time)",
                                 description="Train a Transformer. With no options: a small model on English -> "
-                                "German dates, on this machine (its measured time is in the README, 'Train a "
-                                "model'). Under torchrun: one process per GPU (or CPU process with gloo), "
+                                "German dates, on this machine (its measured time is in the README, 'How long "
+                                "training takes'). Under torchrun: one process per GPU (or CPU process with gloo), "
                                 "DistributedDataParallel.")
     add_train_arguments(train)
     translate = commands.add_parser("translate", help="translate sentences with a trained checkpoint",
