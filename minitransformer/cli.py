@@ -201,8 +201,8 @@ def _given_train_arguments(argv: Sequence[str]) -> dict[str, Any]:
     return {k: v for k, v in vars(parsed).items() if v is not _UNSET}
 
 
-#: Options of a run that belong to this invocation, not to the run being resumed.
-_NOT_RESUMED = {"overwrite": False, "threads": None, "allow_slow": False}
+#: Options of a run that belong to one invocation, not to the run being resumed.
+_NOT_RESUMED = {"overwrite": False}
 
 
 def _train_options(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Any, dict[str, Any] | None, Path | None]:

@@ -257,8 +257,13 @@ class TrainOptions:
         return preset(vocab_size, **overrides)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict (for checkpoints and the log)."""
-        return asdict(self)
+        """Plain dict (for checkpoints and the log) of the run's settings.
+
+        ``threads`` and ``allow_slow`` are left out: they are choices of one invocation on one
+        machine, not settings a resumed run should inherit (the log's setup record holds the
+        thread count used).
+        """
+        return {k: v for k, v in asdict(self).items() if k not in _PER_INVOCATION}
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainOptions:
@@ -282,6 +287,7 @@ def check_device_name(device: Any, name: str = "device") -> None:
         raise ValueError(f"{name} must be auto, cpu, cuda, cuda:<index> or mps, got {device!r}") from None
 
 
+_PER_INVOCATION = ("threads", "allow_slow")
 _NUMBER = (int, float)
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     f.name: {"str": (str,), "str | None": (str, type(None)), "int": (int,), "int | None": (int, type(None)),
