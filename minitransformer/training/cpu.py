@@ -16,11 +16,13 @@ from dataclasses import dataclass
 
 import torch
 
-#: On a CPU, a model with fewer parameters trains with one thread. Small models spend most of
+#: On a CPU, a model with fewer parameters trains with one thread. Small models spend much of
 #: a multi-threaded step waiting for the other threads; on a busy machine that wait is long.
-#: Measured on 2 cores at load 3-11 (a forward and backward pass of 2,000-token batches;
-#: benchmarks/train_threads.py times the default run, see the README):
-#: one thread was faster for every size tried up to 15M parameters, 1.5-8.5x.
+#: Measured on 2 cores, one training step of a 2,000-token batch, models of 0.3M to 15M
+#: parameters: at load 3-11, one thread was 1.5-8.5x faster than two at every size; at
+#: load 1.5-2, two threads were 1.4-1.9x faster. Robust beats fastest-when-idle for the
+#: models a CPU trains in minutes; above this size a run is long, and usually has the machine
+#: to itself. benchmarks/train_threads.py times the default run (the README's table).
 ONE_THREAD_BELOW = 20_000_000
 #: A CPU run estimated to take longer than this is refused unless ``allow_slow`` is set.
 SLOW_RUN_SECONDS = 2 * 3600.0
