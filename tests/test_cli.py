@@ -289,3 +289,15 @@ def test_choose_threads() -> None:
     finally:
         os.environ.clear()
         os.environ.update(env)
+
+
+def test_languages_recorded_for_each_dataset() -> None:
+    from minitransformer.training import TrainOptions
+
+    assert (TrainOptions().resolved().src_lang, TrainOptions().resolved().tgt_lang) == ("en", "de")
+    hungarian = TrainOptions(src_locale="de_DE", tgt_locale="hu_HU").resolved()
+    assert (hungarian.src_lang, hungarian.tgt_lang) == ("de", "hu")
+    multi30k = TrainOptions(dataset="multi30k")
+    assert (multi30k.resolved().src_lang, multi30k.resolved().tgt_lang) == ("de", "en")  # the paper's direction
+    assert TrainOptions(dataset="multi30k", tgt_lang="de").resolved().src_lang == "en"
+    assert "threads" not in TrainOptions(threads=2).to_dict()  # per invocation: not inherited by --resume
