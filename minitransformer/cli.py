@@ -1,6 +1,6 @@
 """The command line: ``python -m minitransformer train | translate | attention | average | grade``.
 
-    python -m minitransformer train                         # small model on dates, a few minutes on a CPU
+    python -m minitransformer train                         # small model on dates (README: "How long training takes")
     python -m minitransformer train --dataset multi30k      # the paper's base model (for a GPU)
     torchrun --nproc_per_node=4 -m minitransformer train --dataset multi30k
     python -m minitransformer translate --checkpoint runs/dates "Friday, March 3, 2023"
@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,10 +44,13 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     data.add_argument("--src-locale", default="en_US", help="dates: CLDR locale of the source (default: en_US)")
     data.add_argument("--tgt-locale", default="de_DE", help="dates: CLDR locale of the target, e.g. de_DE, hu_HU, "
                                                             "fr_FR (default: de_DE)")
-    data.add_argument("--src-lang", default="de", choices=("de", "en"), help="multi30k: source language (default: de)")
-    data.add_argument("--tgt-lang", default="en", choices=("de", "en"), help="multi30k: target language (default: en)")
-    data.add_argument("--data-dir", help="multi30k: folder with its .gz files (default: "
-                                         "$MINITRANSFORMER_MULTI30K_DIR, else ~/.cache/minitransformer/multi30k)")
+    data.add_argument("--src-lang", choices=("de", "en"), help="multi30k: source language (default: the other of "
+                                                                "--tgt-lang, else de)")
+    data.add_argument("--tgt-lang", choices=("de", "en"), help="multi30k: target language (default: the other of "
+                                                                "--src-lang)")
+    data.add_argument("--data-dir", help="multi30k: an existing folder with its six .gz files (default: "
+                                         "$MINITRANSFORMER_MULTI30K_DIR, else ~/.cache/minitransformer/multi30k, "
+                                         "where missing files are downloaded)")
     for split, what in (("", "training"), ("valid-", "validation"), ("test-", "test (optional)")):
         data.add_argument(f"--{split}src-file", help=f"text: {what} source sentences, one per line (plain or .gz)")
         data.add_argument(f"--{split}tgt-file", help=f"text: {what} target sentences, line-aligned with the source")
@@ -66,6 +71,11 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     run = p.add_argument_group("training")
     run.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps "
                                                       "(default: auto)")
+    run.add_argument("--threads", type=int, help="CPU threads of PyTorch during the run (default: 1 for models "
+                                                  "under 20M parameters on a CPU, which keeps them fast on a busy "
+                                                  "machine; else PyTorch's; OMP_NUM_THREADS is respected)")
+    run.add_argument("--allow-slow", action="store_true", help="start a CPU run estimated to take more than 2 "
+                                                               "hours (refused otherwise, with the estimate)")
     run.add_argument("--precision", choices=PRECISIONS, default="auto",
                      help="fp32, or bf16 autocast; auto is bf16 on a CUDA GPU that supports it (default: auto)")
     run.add_argument("--compile", action="store_true", help="wrap the model in torch.compile (best on a GPU)")
@@ -94,7 +104,8 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     files.add_argument("--out", help="output folder for checkpoints, log.jsonl, loss.png, tokenizer.json "
                                      "(default: runs/<dataset>)")
     files.add_argument("--resume", nargs="?", const="auto", help="continue from the newest checkpoint of --out, or "
-                                                                 "of the given checkpoint file or run folder")
+                                                                 "of the given checkpoint file or run folder; "
+                                                                 "not with --overwrite")
     files.add_argument("--overwrite", action="store_true", help="start afresh in an --out folder that holds "
                                                                 "checkpoints of an earlier run (replaced once the "
                                                                 "new run has written its first checkpoint)")
@@ -102,10 +113,30 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     files.add_argument("--save-every", type=int, help="also write a checkpoint every N steps (default: at the end "
                                                       "of each epoch only)")
     files.add_argument("--keep", type=int, default=5, help="newest checkpoints kept (default: 5)")
-    files.add_argument("--show", type=int, default=5, help="test translations printed at the end (default: 5)")
+    files.add_argument("--show", type=int, default=5, help="test translations printed at the end; 0: none (default: 5)")
     files.add_argument("--test-beam", type=int, default=4, help="the test split is scored with greedy decoding and "
                                                                 "with beam search of this size, length penalty 0.6 "
                                                                 "(paper: 4); 1: greedy only (default: 4)")
+
+
+class _Renamed(io.TextIOBase):
+    """A text stream that writes through to another, with the grader's program name replaced."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(text.replace("python -m minitransformer.grading", "python -m minitransformer grade"))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -114,14 +145,19 @@ def build_parser() -> argparse.ArgumentParser:
                                      "'Attention Is All You Need'.")
     commands = parser.add_subparsers(dest="command", required=True,
                                      metavar="{train,translate,attention,average,grade}")
-    train = commands.add_parser("train", help="train a model (default: a small one on dates, minutes on a CPU)",
+    train = commands.add_parser("train", help="train a model (default: a small one on dates; the README's "
+                                "'How long training takes' gives its measured time)",
                                 description="Train a Transformer. With no options: a small model on English -> "
-                                "German dates, on this machine. Under torchrun: one process per GPU (or CPU "
-                                "process with gloo), DistributedDataParallel.")
+                                "German dates, on this machine (its measured time is in the README, 'How long "
+                                "training takes'). Under torchrun: one process per GPU (or CPU process with gloo), "
+                                "DistributedDataParallel.")
     add_train_arguments(train)
     translate = commands.add_parser("translate", help="translate sentences with a trained checkpoint",
                                     description="Translate with greedy decoding or beam search (--beam 4); "
-                                    "reads lines from standard input when no text is given.")
+                                    "reads lines from standard input (UTF-8) when no text is given. Empty "
+                                    "sentences are refused; input unlike the training data (unknown characters; "
+                                    "for a dates model, not a full date of its source locale or a year outside "
+                                    "1900-2099) is translated with a warning on standard error.")
     translate.add_argument("text", nargs="*", help="sentences to translate (default: lines of standard input)")
     translate.add_argument("--checkpoint", required=True,
                            help="checkpoint file, or a run folder (its best.pt, else its newest checkpoint)")
@@ -150,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
                                   "into a new checkpoint (for translating; it cannot resume training).")
     average.add_argument("--checkpoints", nargs="+", required=True,
                          help="checkpoint files, or a run folder (all its checkpoints, or the --last K)")
-    average.add_argument("--last", type=int, help="average only the newest K of the given checkpoints")
+    average.add_argument("--last", type=int, help="average only the newest K of the given checkpoints (all of "
+                                                  "them, with a note, when fewer are given)")
     average.add_argument("--out", required=True, help="file to write the averaged checkpoint to (never a "
                                                       "training checkpoint of a run)")
     average.add_argument("--force", action="store_true", help="replace --out if it exists (never a training "
@@ -170,39 +207,145 @@ def _given_train_arguments(argv: Sequence[str]) -> dict[str, Any]:
     return {k: v for k, v in vars(parsed).items() if v is not _UNSET}
 
 
-def _train_options(args: argparse.Namespace, argv: Sequence[str]) -> Any:
+#: Options of a run that belong to one invocation, not to the run being resumed.
+_NOT_RESUMED = {"overwrite": False}
+
+
+def _train_options(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Any, dict[str, Any] | None, Path | None]:
+    """The run's options; when resuming, also the checkpoint resumed from and its path."""
     from .training import TrainOptions, latest_checkpoint, load_checkpoint
 
     values = {k: v for k, v in vars(args).items() if k != "command"}
-    if args.resume:
-        # Options not written again on the command line come from the run being resumed.
-        given = _given_train_arguments(argv)
-        place = args.resume
-        if place == "auto":
-            place = args.out or f"runs/{args.dataset}"
-        path = latest_checkpoint(place)
-        values = {**load_checkpoint(path).get("options", {}), **given, "resume": str(path)}
-    return TrainOptions.from_dict(values)
+    if not args.resume:
+        return TrainOptions.from_dict(values), None, None
+    if args.overwrite:
+        raise ValueError("--resume and --overwrite exclude each other: --resume continues the run in its folder, "
+                         "--overwrite deletes it and starts afresh; give one of them")
+    # Options not written again on the command line come from the run being resumed.
+    given = _given_train_arguments(argv)
+    place = args.resume
+    if place == "auto":
+        place = args.out or f"runs/{args.dataset}"
+    path = latest_checkpoint(place)
+    checkpoint = load_checkpoint(path)
+    values = {**checkpoint.get("options", {}), **_NOT_RESUMED, **given, "resume": str(path)}
+    return TrainOptions.from_dict(values), checkpoint, path
 
 
 def _run_train(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .training import train
+    from .training.trainer import finished_reason
 
-    result = train(_train_options(args, argv))
+    _check_device(args.device)
+    options, checkpoint, path = _train_options(args, argv)
+    if checkpoint is not None:
+        o = options.resolved()
+        reason = finished_reason(o, checkpoint.get("step", 0), checkpoint.get("epoch", 0),
+                                 checkpoint.get("batches_done", 0), checkpoint.get("metrics", {}),
+                                 "exact_match" if o.dataset == "dates" else "bleu")
+        if reason:
+            print(f"nothing left to train: {path} stopped at step {checkpoint.get('step', 0):,} because {reason}. "
+                  "Its test scores are in log.jsonl; to train on, give a larger --epochs or --max-steps "
+                  "(or --target 0)")
+            return 0
+    result = train(options)
     if result.checkpoint is not None:
         print(f"checkpoint: {result.checkpoint}   log: {result.out / 'log.jsonl'}   curve: {result.out / 'loss.png'}"
               f"   ({result.seconds:.0f} s)")
     return 130 if result.interrupted else 0
 
 
+def _check_device(device: str) -> None:
+    from .training.options import check_device_name
+
+    try:
+        check_device_name(device)
+    except ValueError:
+        raise ValueError(f"--device must be auto, cpu, cuda, cuda:<index> or mps, got {device!r}") from None
+
+
+def _read_standard_input() -> list[str]:
+    """The lines of standard input, decoded as UTF-8 with a clear error when they are not."""
+    raw = getattr(sys.stdin, "buffer", None)
+    if raw is None:  # already text (a StringIO in tests, a notebook)
+        return [line.rstrip("\r\n") for line in sys.stdin]
+    data = raw.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ValueError(f"standard input is not UTF-8 text: byte 0x{data[error.start]:02x} on line {line} "
+                         "cannot be decoded; expected UTF-8 text, one sentence per line") from None
+    text = text.removeprefix("\ufeff")
+    if text.endswith("\n"):
+        text = text[:-1]
+    return [line.rstrip("\r") for line in text.split("\n")] if text else []
+
+
+def _check_sentences(sentences: list[str], from_stdin: bool) -> None:
+    if not sentences:
+        raise ValueError("nothing to translate: expected sentences as arguments or lines on standard input, got none")
+    for k, sentence in enumerate(sentences, 1):
+        if not sentence.strip():
+            where = f"line {k} of standard input" if from_stdin else f"sentence {k}"
+            raise ValueError(f"{where} is empty: expected text to translate")
+
+
+def _unfamiliar_input(sentences: list[str], tokenizer: Any, options: dict[str, Any]) -> list[str]:
+    """Warnings for sentences unlike anything the model was trained on (its answer is then a guess)."""
+    warnings = []
+    known = {c for c in set("".join(sentences)) if not c.isspace()
+             and (tokenizer.token_to_id(c) != tokenizer.unk_id or tokenizer.token_to_id("\u2581" + c)
+                  != tokenizer.unk_id)}
+    dates = options.get("dataset") == "dates"
+    if dates:
+        import datetime
+
+        from babel.dates import format_date
+
+        from .data.dates import FIRST_YEAR, LAST_YEAR, parse_long_date
+
+        locale = options.get("src_locale", "en_US")
+        example = format_date(datetime.date(2023, 3, 3), format="full", locale=locale)
+    for k, sentence in enumerate(sentences, 1):
+        unknown = sorted({c for c in sentence if not c.isspace() and c not in known})
+        if unknown:
+            shown = " ".join(repr(c) for c in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
+            warnings.append(f"sentence {k} has characters the model's vocabulary never saw ({shown}): "
+                            "they are read as <unk>, so its translation is a guess")
+        if dates:
+            date = parse_long_date(sentence, locale)
+            if date is None:
+                warnings.append(f"sentence {k} ({sentence[:60]!r}) is not a full {locale} date such as "
+                                f"{example!r}, the only kind of sentence this model was trained on: its "
+                                "translation is a guess")
+            elif not FIRST_YEAR <= date.year <= LAST_YEAR:
+                warnings.append(f"sentence {k} names the year {date.year}, outside the years this model was "
+                                f"trained on ({FIRST_YEAR}-{LAST_YEAR}): its translation is a guess")
+    return warnings
+
+
 def _run_translate(args: argparse.Namespace) -> int:
+    import math
+
     from .evaluation import translate_sentences
     from .training import load_model
     from .utils import get_device
 
+    _check_device(args.device)
+    if not math.isfinite(args.alpha) or args.alpha < 0:
+        raise ValueError(f"--alpha (the length penalty of beam search) must be a finite number >= 0, got {args.alpha}")
+    if args.extra_length < 0:
+        raise ValueError(f"--extra-length (output tokens allowed beyond the source length) must be >= 0, "
+                         f"got {args.extra_length}")
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size must be at least 1, got {args.batch_size}")
+    sentences = args.text or _read_standard_input()
+    _check_sentences(sentences, from_stdin=not args.text)
     device = get_device(None if args.device == "auto" else args.device)
-    model, tokenizer, _ = load_model(args.checkpoint, device)
-    sentences = args.text or [line.rstrip("\n") for line in sys.stdin]
+    model, tokenizer, checkpoint = load_model(args.checkpoint, device)
+    for warning in _unfamiliar_input(sentences, tokenizer, checkpoint.get("options", {})):
+        print(f"minitransformer translate: warning: {warning}", file=sys.stderr)
     for line in translate_sentences(model, tokenizer, sentences, device, args.batch_size, args.extra_length,
                                     beam_size=args.beam, alpha=args.alpha):
         print(line, flush=True)
@@ -217,6 +360,9 @@ def _run_attention(args: argparse.Namespace) -> int:
     from .training import load_model
     from .utils import get_device
 
+    _check_device(args.device)
+    if not args.text.strip():
+        raise ValueError("the source sentence is empty: expected text to draw the attention of")
     device = get_device(None if args.device == "auto" else args.device)
     model, tokenizer, _ = load_model(args.checkpoint, device)
     attention = sentence_attention(model, tokenizer, args.text, args.target, device)
@@ -231,6 +377,8 @@ def _run_average(args: argparse.Namespace) -> int:
     from .training.checkpoint import check_average_target
     from .utils import writable_folder
 
+    if args.last is not None and args.last < 1:
+        raise ValueError(f"--last must be at least 1, got {args.last}")
     target = check_average_target(args.out, force=args.force)
     writable_folder(target.parent, "the folder of --out")
     paths: list[Path] = []
@@ -246,8 +394,10 @@ def _run_average(args: argparse.Namespace) -> int:
         else:
             raise FileNotFoundError(f"no checkpoint file or run folder at {item}")
     if args.last is not None:
-        if args.last < 1 or args.last > len(paths):
-            raise ValueError(f"--last must be between 1 and the {len(paths)} checkpoints given, got {args.last}")
+        if args.last > len(paths):
+            # A short run keeps few checkpoints (the dates run: 2); averaging all of them is what was meant.
+            print(f"note: --last {args.last}, but only {len(paths)} checkpoints were given: averaging all "
+                  f"{len(paths)}", file=sys.stderr)
         paths = paths[-args.last :]
     out = atomic_torch_save(average_checkpoints(paths), target)
     print(f"averaged {len(paths)} checkpoints ({', '.join(p.name for p in paths)}) into {out}")
@@ -264,10 +414,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["grade"]:
-        # The grader has its own parser (python -m minitransformer.grading --help).
+        # The grader has its own parser (python -m minitransformer.grading); its usage and errors
+        # name the command that was typed here.
         from .grading import main as grade
 
-        return grade(argv[1:])
+        with contextlib.redirect_stdout(_Renamed(sys.stdout)), contextlib.redirect_stderr(_Renamed(sys.stderr)):
+            return grade(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -278,7 +430,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "attention":
             return _run_attention(args)
         return _run_average(args)
-    except (CheckpointError, OSError, ValueError) as error:
+    except (CheckpointError, OSError, TypeError, ValueError) as error:
         print(f"minitransformer {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

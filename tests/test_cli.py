@@ -164,3 +164,140 @@ def test_grade_subcommand_runs_the_grader(capsys: pytest.CaptureFixture[str]) ->
         main(["grade", "--help"])
     assert stop.value.code == 0
     assert "--json" in capsys.readouterr().out
+
+
+def test_grade_usage_names_the_command_typed(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["grade", "--help"])
+    assert capsys.readouterr().out.startswith("usage: python -m minitransformer grade ")
+
+
+def test_a_dates_run_logs_its_locales_languages_and_its_threads(run_dir: Path) -> None:
+    setup = [r for r in read_log(run_dir / "log.jsonl") if r["event"] == "setup"][0]
+    assert (setup["options"]["src_lang"], setup["options"]["tgt_lang"]) == ("en", "de")  # en_US -> de_DE
+    assert setup["threads"] == 1 and "parameters" in setup["threads_reason"]  # a 0.01M model on a CPU
+
+
+def test_resuming_a_finished_run_says_there_is_nothing_left(run_dir: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    copy = tmp_path / "run"
+    copy.mkdir()
+    last = run_dir / "checkpoint-00000030.pt"
+    (copy / last.name).write_bytes(last.read_bytes())
+    assert main(["train", "--resume", "--out", str(copy)]) == 0
+    out = capsys.readouterr().out
+    assert "nothing left to train" in out and "--max-steps 30" in out
+    assert [p.name for p in copy.iterdir()] == [last.name]  # nothing trained, scored or written
+
+
+def test_average_last_more_than_kept_averages_all_with_a_note(run_dir: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "avg.pt"
+    kept = len(list(run_dir.glob("checkpoint-*.pt")))
+    assert main(["average", "--checkpoints", str(run_dir), "--last", "9", "--out", str(out)]) == 0
+    assert f"--last 9, but only {kept} checkpoints were given: averaging all {kept}" in capsys.readouterr().err
+    assert len(load_checkpoint(out)["averaged_from"]) == kept
+
+
+def test_translate_warns_about_input_unlike_the_training_data(run_dir: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["translate", "--checkpoint", str(run_dir), "Friday, March 3, 2023"]) == 0
+    assert capsys.readouterr().err == ""
+    import datetime
+
+    from babel.dates import format_date
+
+    sentences = ["2023-03-03", "中文", format_date(datetime.date(1066, 10, 14), format="full", locale="en_US")]
+    assert main(["translate", "--checkpoint", str(run_dir), *sentences]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 3  # still translated: a warning, not a refusal
+    err = captured.err
+    assert "sentence 1 ('2023-03-03') is not a full en_US date such as 'Friday, March 3, 2023'" in err
+    assert "sentence 2 has characters the model's vocabulary never saw ('中' '文')" in err
+    assert "sentence 3 names the year 1066, outside the years this model was trained on (1900-2099)" in err
+
+
+def test_a_cpu_run_estimated_to_take_hours_is_refused_without_allow_slow(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import minitransformer.training.cpu as cpu
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    monkeypatch.setattr(cpu, "matmul_flops", lambda: 1e3)  # a very slow CPU: no base model is trained here
+    args = ["train", *TINY, "--max-steps", "2", "--device", "cpu", "--out", str(tmp_path / "run")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "per step" in err and "per epoch" in err and "GB of disk" in err and "--allow-slow" in err
+    assert "--preset tiny --d-model 128" in err  # the CPU-sized model is suggested
+    assert not list((tmp_path / "run").glob("checkpoint-*.pt"))
+    assert main([*args, "--allow-slow", "--overwrite"]) == 0
+    assert "warning: this run would train" in capsys.readouterr().err
+
+
+def test_cpu_estimate_of_the_base_model_on_multi30k() -> None:
+    from minitransformer.training.cpu import SLOW_RUN_SECONDS, estimate_cpu_run
+
+    # The base model with an 8,000-token vocabulary (48.3M parameters), 4,096 tokens a step, ~120 steps an
+    # epoch, 40 epochs, at 40 GFLOP/s: about half a minute a step (the issue measured 33-62 s), days in all.
+    e = estimate_cpu_run(48_300_000, 4096, 120, 40, None, keep=5, flops=40e9)
+    assert 25 < e.step_seconds < 35 and e.steps == 4800 and e.run_seconds > SLOW_RUN_SECONDS
+    assert abs(e.checkpoint_bytes / 1e6 - 579.6) < 1  # the issue measured 579 MB per checkpoint
+    assert e.disk_bytes == 6 * e.checkpoint_bytes  # --keep 5 and best.pt
+    # The CPU-sized run of lesson 07 (2.4M parameters, 952 steps) passes at the same speed.
+    assert estimate_cpu_run(2_400_000, 4096, 119, 8, None, keep=5, flops=40e9).run_seconds < SLOW_RUN_SECONDS
+
+
+def test_progress_is_text_per_epoch_and_names_the_stop_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capfd: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    threads = torch.get_num_threads()
+    assert main(["train", *TINY, "--epochs", "2", "--target", "0.001", "--out", str(tmp_path / "run")]) == 0
+    assert torch.get_num_threads() == threads  # the run's choice does not outlive it
+    captured = capfd.readouterr()
+    assert ("training for at most 2 epochs (12 steps); it stops earlier once the validation set reaches 0.1% "
+            "exact match") in captured.out
+    assert "epoch 1/2" in captured.err  # the text bar's title: this epoch out of the limit
+    assert "\x1b[" not in captured.err  # plain text, no colours
+
+
+def test_the_setup_line_shows_the_thread_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert main(["train", *TINY, "--max-steps", "1", "--threads", "2", "--out", str(tmp_path / "run")]) == 0
+    assert "2 CPU threads (--threads)" in capsys.readouterr().out
+
+
+def test_choose_threads() -> None:
+    import torch
+
+    from minitransformer.training.cpu import ONE_THREAD_BELOW, choose_threads
+
+    cpu = torch.device("cpu")
+    assert choose_threads(3, cpu, 10)[0] == 3
+    env = dict(os.environ)
+    try:
+        os.environ.pop("OMP_NUM_THREADS", None)
+        assert choose_threads(None, cpu, 250_000)[0] == 1
+        assert choose_threads(None, cpu, ONE_THREAD_BELOW)[0] == torch.get_num_threads()
+        os.environ["OMP_NUM_THREADS"] = "2"
+        assert choose_threads(None, cpu, 250_000) == (torch.get_num_threads(), "OMP_NUM_THREADS")
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
+
+
+def test_languages_recorded_for_each_dataset() -> None:
+    from minitransformer.training import TrainOptions
+
+    assert (TrainOptions().resolved().src_lang, TrainOptions().resolved().tgt_lang) == ("en", "de")
+    hungarian = TrainOptions(src_locale="de_DE", tgt_locale="hu_HU").resolved()
+    assert (hungarian.src_lang, hungarian.tgt_lang) == ("de", "hu")
+    multi30k = TrainOptions(dataset="multi30k")
+    assert (multi30k.resolved().src_lang, multi30k.resolved().tgt_lang) == ("de", "en")  # the paper's direction
+    assert TrainOptions(dataset="multi30k", tgt_lang="de").resolved().src_lang == "en"
+    assert "threads" not in TrainOptions(threads=2).to_dict()  # per invocation: not inherited by --resume

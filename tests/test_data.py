@@ -19,6 +19,7 @@ from minitransformer.data import (
     load_dates,
     load_multi30k,
     load_parallel_text,
+    read_lines,
     multi30k_dir,
 )
 from minitransformer.data import multi30k as m30k
@@ -124,6 +125,44 @@ def test_multi30k_missing_files_are_named(tmp_path: Path, monkeypatch: pytest.Mo
     assert list(tmp_path.iterdir()) == []  # no partial file left behind
 
 
+def test_multi30k_missing_message_lists_every_file_and_both_ways_to_name_a_folder(tmp_path: Path) -> None:
+    (tmp_path / "val.de.gz").write_bytes(b"")  # present (refused later by its checksum), so not listed
+    with pytest.raises(FileNotFoundError) as info:
+        m30k.fetch_multi30k(("train",), data_dir=tmp_path, download=False)
+    message = str(info.value)
+    for name in ("train.de.gz", "train.en.gz", "val.en.gz", "test_2016_flickr.de.gz", "test_2016_flickr.en.gz"):
+        assert name in message
+    assert "val.de.gz," not in message and "(5 of 6)" in message
+    assert "--data-dir <folder> on the command line (data_dir=<folder> from Python)" in message
+    assert f"{tmp_path} (given by --data-dir" in message
+
+
+def test_a_multi30k_folder_named_by_the_user_is_never_created(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    typo = tmp_path / "multi3k"
+    with pytest.raises(FileNotFoundError, match=r"multi3k \(given by --data-dir.*\) does not exist"):
+        load_multi30k("train", data_dir=typo)
+    monkeypatch.setenv(m30k.ENV_VAR, str(typo))
+    with pytest.raises(FileNotFoundError, match=r"given by \$MINITRANSFORMER_MULTI30K_DIR"):
+        load_multi30k("train")
+    assert not typo.exists()
+
+
+def test_unreadable_text_files_are_named(tmp_path: Path) -> None:
+    latin1 = tmp_path / "a.de"
+    latin1.write_bytes("Häuser\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"a\.de is not utf-8 text: byte 0xe4 at offset 1"):
+        read_lines(latin1)
+    fake = tmp_path / "b.de.gz"
+    fake.write_text("Häuser\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"b\.de\.gz ends in \.gz but is not a complete gzip file"):
+        read_lines(fake)
+    packed = tmp_path / "c.de.gz"
+    packed.write_bytes(gzip.compress("Häuser\n".encode("latin-1")))
+    with pytest.raises(ValueError, match=r"c\.de\.gz is not utf-8 text: .* of its unpacked text"):
+        read_lines(packed)
+
+
 def test_multi30k_download_is_verified(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(m30k.urllib.request, "urlopen", lambda url, timeout: io.BytesIO(b"not the data"))
     with pytest.raises(ChecksumError, match="val.de.gz"):
@@ -174,3 +213,14 @@ def test_vocabulary_round_trip() -> None:
     assert vocab.decode([*vocab.encode("love is"), vocab.eos_id, vocab.token_to_id["cats"]]) == "love is"
     with pytest.raises(IndexError, match="outside the vocabulary"):
         vocab.decode([len(vocab)])
+
+
+def test_parse_long_date_recognises_only_what_the_dataset_writes() -> None:
+    from minitransformer.data.dates import parse_long_date
+
+    day = datetime.date(2026, 11, 21)
+    for locale in ("en_US", "de_DE", "hu_HU"):
+        assert parse_long_date(date_pair(day, locale, "de_DE")[0], locale) == day
+    assert parse_long_date("Monday, November 21, 2026") is None  # the wrong weekday
+    assert parse_long_date("2026-11-21") is None and parse_long_date("") is None and parse_long_date("中文") is None
+    assert parse_long_date(date_pair(datetime.date(1066, 10, 14), "en_US")[0]) == datetime.date(1066, 10, 14)

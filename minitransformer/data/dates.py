@@ -6,14 +6,15 @@ locale pair works and some pairs reorder the whole phrase (en_US -> hu_HU gives
 "2026. november 21., szombat"). Nothing is downloaded; the pairs are generated
 on the fly, deterministically from a seed.
 
-Used in lessons 06 and 07: a tiny model learns it on a CPU in minutes and its
-attention maps show the reordering.
+Used in lessons 06 and 07: a tiny model learns it quickly on a CPU (the README's "How long
+training takes" gives the measured time) and its attention maps show the reordering.
 """
 
 from __future__ import annotations
 
 import datetime
 import random
+import re
 from functools import lru_cache
 
 from babel import Locale
@@ -21,6 +22,8 @@ from babel.core import UnknownLocaleError
 from babel.dates import format_date
 
 SPLITS = ("train", "validation", "test")
+#: The default range of years of every split (the training run's dates come from it).
+FIRST_YEAR, LAST_YEAR = 1900, 2099
 
 
 def _parse_locale(name: str, role: str) -> Locale:
@@ -83,8 +86,8 @@ def load_dates(
     n_validation: int = 1_000,
     n_test: int = 1_000,
     seed: int = 0,
-    start_year: int = 1900,
-    end_year: int = 2099,
+    start_year: int = FIRST_YEAR,
+    end_year: int = LAST_YEAR,
 ) -> list[tuple[str, str]]:
     """Load one split of the date-translation dataset.
 
@@ -121,3 +124,35 @@ def load_dates(
     tgt = _parse_locale(tgt_locale, "tgt_locale")
     days = _split_dates(n_train, n_validation, n_test, seed, start_year, end_year)[split]
     return [(format_date(d, format="full", locale=src), format_date(d, format="full", locale=tgt)) for d in days]
+
+
+def parse_long_date(text: str, locale: str = "en_US") -> datetime.date | None:
+    """The date that ``text`` spells out in ``locale``'s full format, or None.
+
+    Only exactly what :func:`date_pair` writes is recognised ("Friday, March 3, 2023" in
+    en_US, not "2023-03-03" or "March 3"), so ``translate`` can warn about input unlike the
+    training data. Any year from 1 to 9999 is recognised; the caller compares it with the
+    years the model saw.
+
+    Args:
+        text: a sentence.
+        locale: the CLDR locale it should be written in.
+
+    Returns:
+        The date, or None when ``text`` is not a full date of ``locale``.
+    """
+    loc = _parse_locale(locale, "locale")
+    wanted = text.strip()
+    folded = wanted.casefold()
+    numbers = sorted({int(n) for n in re.findall(r"\d+", wanted)})
+    months = [m for m, name in loc.months["format"]["wide"].items() if name.casefold() in folded]
+    for year in (n for n in numbers if 1 <= n <= 9999):
+        for month in months:
+            for day in (n for n in numbers if 1 <= n <= 31):
+                try:
+                    date = datetime.date(year, month, day)
+                except ValueError:
+                    continue
+                if format_date(date, format="full", locale=loc) == wanted:
+                    return date
+    return None

@@ -9,7 +9,8 @@ Where the files are looked for, first match wins:
 2. the environment variable ``MINITRANSFORMER_MULTI30K_DIR``,
 3. the user cache, ``$XDG_CACHE_HOME`` (or ``~/.cache``) ``/minitransformer/multi30k``.
 
-A missing file is downloaded into that folder from the dataset's public GitHub
+A folder named by 1 or 2 must exist (it is never created); a missing file is downloaded into
+the folder from the dataset's public GitHub
 repository; every file, downloaded or found, must match its SHA-256 checksum.
 The files are never part of this project.
 """
@@ -108,13 +109,27 @@ def _download(name: str, folder: Path) -> None:
     atomic_write(folder / name, fetch, check=verify)
 
 
-def _missing_message(missing: list[str], folder: Path, reason: str) -> str:
-    files = ", ".join(missing)
+def _all_names() -> list[str]:
+    return [f"{stem}.{lang}.gz" for stem in SPLIT_FILES.values() for lang in LANGUAGES]
+
+
+def _where(data_dir: str | Path | None) -> str:
+    """How the folder was chosen, in the user's terms."""
+    if data_dir is not None:
+        return "given by --data-dir (data_dir= from Python)"
+    if os.environ.get(ENV_VAR):
+        return f"given by ${ENV_VAR}"
+    return "the default cache folder"
+
+
+def _missing_message(folder: Path, data_dir: str | Path | None, reason: str) -> str:
+    missing = [name for name in _all_names() if not (folder / name).is_file()]
     return (
-        f"Multi30k files missing from {folder}: {files}. Downloading them from "
-        f"{BASE_URL} failed ({reason}). Download them by hand from {BASE_URL}<file> and "
-        f"put them in {folder}, or put all six files in a folder of your choice and "
-        f"pass data_dir=<folder> or set the environment variable {ENV_VAR}=<folder>."
+        f"Multi30k files missing from {folder} ({_where(data_dir)}): {', '.join(missing)} "
+        f"({len(missing)} of {len(SPLIT_FILES) * len(LANGUAGES)}). Downloading them from {BASE_URL} failed "
+        f"({reason}). Download them by hand from {BASE_URL}<file> into {folder}, or put all six files in a "
+        f"folder of your choice and pass --data-dir <folder> on the command line (data_dir=<folder> from "
+        f"Python) or set the environment variable {ENV_VAR}=<folder>."
     )
 
 
@@ -144,6 +159,12 @@ def fetch_multi30k(
         if split not in SPLIT_FILES:
             raise ValueError(f"split must be one of {tuple(SPLIT_FILES)}, got {split!r}")
     folder = multi30k_dir(data_dir)
+    if not folder.is_dir() and (data_dir is not None or os.environ.get(ENV_VAR)):
+        # A folder the user named is input: a typo must not become a new, empty folder.
+        raise FileNotFoundError(
+            f"the Multi30k folder {folder} ({_where(data_dir)}) does not exist; expected an existing folder "
+            f"holding {', '.join(_all_names())}"
+        )
     names = [f"{SPLIT_FILES[split]}.{lang}.gz" for split in splits for lang in LANGUAGES]
     missing = []
     for name in names:
@@ -152,12 +173,12 @@ def fetch_multi30k(
         else:
             missing.append(name)
     if missing and not download:
-        raise FileNotFoundError(_missing_message(missing, folder, "download=False"))
+        raise FileNotFoundError(_missing_message(folder, data_dir, "download=False"))
     for name in missing:
         try:
             _download(name, folder)
         except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
-            raise FileNotFoundError(_missing_message(missing, folder, str(error))) from error
+            raise FileNotFoundError(_missing_message(folder, data_dir, str(error))) from error
     return folder
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from pathlib import Path
 from typing import IO
 
@@ -58,8 +59,16 @@ def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such text file: {path}")
-    with open_text(path, encoding) as handle:
-        text = handle.read()
+    try:
+        with open_text(path, encoding) as handle:
+            text = handle.read()
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not {encoding} text: byte 0x{error.object[error.start]:02x} at offset "
+                         f"{error.start}{' of its unpacked text' if path.suffix == '.gz' else ''} cannot be "
+                         f"decoded; expected {encoding} text, one sentence per line") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+        raise ValueError(f"{path} ends in .gz but is not a complete gzip file ({error}); expected gzip-compressed "
+                         "text, or rename it without .gz if it is plain text") from None
     # Split on "\n" only: str.splitlines() would also break at characters such as
     # U+2028 or form feeds inside a sentence and shift every later line.
     if text.endswith("\n"):

@@ -2,10 +2,11 @@
 
 A field left at ``None`` takes the value of the dataset's recipe (:data:`RECIPES`), then of
 the model preset. The ``dates`` recipe is tuned so that ``python -m minitransformer train``
-reaches 99% exact match on held-out dates within minutes on a 2-core CPU: a 2+2-layer
-d_model=64 model, 2,000-token batches (108 steps per epoch), a gentle peak learning rate
-(factor 0.5, warm-up 400: 0.0031), no dropout, and a stop as soon as every validation date
-comes out right (usually after 2-3 epochs). Higher rates learn as fast but swing: the
+reaches 99% exact match on held-out dates quickly on a CPU (the measured time is in the
+README, "How long training takes"): a 2+2-layer d_model=64 model, 2,000-token batches
+(108 steps per epoch), a gentle peak learning rate (factor 0.5, warm-up 400: 0.0031), no
+dropout, and a stop as soon as every validation date comes out right (usually after 2-3
+epochs). Higher rates learn as fast but swing: the
 exact match can drop from 100% to 70% for an epoch, so the best epoch's weights (``best.pt``)
 are the ones tested. The ``multi30k`` and ``text`` recipes are the paper's base model for
 a GPU, with a warm-up shortened to the size of the data set.
@@ -13,8 +14,11 @@ a GPU, with a warm-up shortened to the size of the data set.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
+
+import torch
 
 from ..config import TransformerConfig
 
@@ -48,8 +52,10 @@ class TrainOptions:
         dataset: "dates", "multi30k" or "text".
         src_locale: dates: CLDR locale of the source (e.g. "en_US").
         tgt_locale: dates: CLDR locale of the target (e.g. "de_DE", "hu_HU").
-        src_lang: multi30k: source language, "de" or "en".
-        tgt_lang: multi30k: target language.
+        src_lang: multi30k: source language, "de" or "en" (default: the other of
+            ``tgt_lang``, else "de"). For dates runs it is set to the source locale's
+            language, so that the log says what was translated.
+        tgt_lang: multi30k: target language (default: the other of ``src_lang``).
         data_dir: multi30k: folder with its files (else $MINITRANSFORMER_MULTI30K_DIR or the cache).
         src_file: text: training source file, one sentence per line (plain or .gz).
         tgt_file: text: training target file, line-aligned with ``src_file``.
@@ -63,6 +69,11 @@ class TrainOptions:
         d_model, n_heads, d_ff, layers, dropout, norm_first: override the preset
             (``layers`` sets both stacks).
         device: "auto", "cpu", "cuda", "cuda:1", "mps".
+        threads: CPU threads of PyTorch during the run (None: one thread for models below
+            :data:`~minitransformer.training.cpu.ONE_THREAD_BELOW` parameters on a CPU,
+            else PyTorch's default; ``OMP_NUM_THREADS``, when set, is respected).
+        allow_slow: start a run whose estimated time on a CPU exceeds
+            :data:`~minitransformer.training.cpu.SLOW_RUN_SECONDS` (otherwise refused).
         precision: "auto" (bf16 on a CUDA GPU that supports it, else fp32), "fp32" or "bf16".
         compile: wrap the model in ``torch.compile``.
         batch_tokens: token budget of each side of a batch (paper: ~25,000).
@@ -81,12 +92,13 @@ class TrainOptions:
             for the quality figure (None: all).
         out: output folder (default ``runs/<dataset>``).
         resume: checkpoint file or run folder to continue from.
-        overwrite: start afresh in an output folder that holds an earlier run's checkpoints.
+        overwrite: start afresh in an output folder that holds an earlier run's checkpoints
+            (not together with ``resume``).
         seed: seed of the model's initialisation, dropout and batch order.
         log_every: steps between the records of the JSON lines log.
         save_every: also write a checkpoint every this many steps (None: at epoch ends only).
         keep: checkpoints kept in the folder (the oldest are deleted).
-        show: translations printed at the end.
+        show: translations printed at the end (0: none).
         test_beam: beam size of a second test translation (paper: 4, length penalty 0.6);
             1 scores greedy decoding only.
     """
@@ -94,8 +106,8 @@ class TrainOptions:
     dataset: str = "dates"
     src_locale: str = "en_US"
     tgt_locale: str = "de_DE"
-    src_lang: str = "de"
-    tgt_lang: str = "en"
+    src_lang: str | None = None
+    tgt_lang: str | None = None
     data_dir: str | None = None
     src_file: str | None = None
     tgt_file: str | None = None
@@ -113,6 +125,8 @@ class TrainOptions:
     dropout: float | None = None
     norm_first: bool | None = None
     device: str = "auto"
+    threads: int | None = None
+    allow_slow: bool = False
     precision: str = "auto"
     compile: bool = False
     batch_tokens: int | None = None
@@ -137,28 +151,46 @@ class TrainOptions:
     test_beam: int = 4
 
     def __post_init__(self) -> None:
+        self._check_types()
         if self.dataset not in DATASETS:
             raise ValueError(f"dataset must be one of {DATASETS}, got {self.dataset!r}")
         if self.preset is not None and self.preset not in PRESETS:
             raise ValueError(f"preset must be one of {PRESETS}, got {self.preset!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        for name in ("src_lang", "tgt_lang"):
+            if getattr(self, name) is not None and not getattr(self, name):
+                raise ValueError(f"{name} must be a language code such as 'de' or 'en', got ''")
+        check_device_name(self.device, "device")
         for name in ("accumulate", "log_every", "keep", "test_beam"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.show < 0:
+            raise ValueError(f"show must be >= 0 (translations printed at the end), got {self.show}")
         for name in ("train_size", "vocab_size", "batch_tokens", "epochs", "max_steps", "warmup",
-                     "eval_sentences", "save_every", "d_model", "n_heads", "d_ff", "layers"):
+                     "eval_sentences", "save_every", "d_model", "n_heads", "d_ff", "layers", "threads"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1 when given, got {value}")
         if self.time_budget is not None and not self.time_budget > 0:
             raise ValueError(f"time_budget must be a positive number of seconds, got {self.time_budget}")
+        for name in ("label_smoothing", "clip_norm", "dropout", "lr_factor", "target"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.clip_norm < 0:
             raise ValueError(f"clip_norm must be >= 0 (0 switches clipping off), got {self.clip_norm}")
         if self.lr_factor is not None and not self.lr_factor > 0:
             raise ValueError(f"lr_factor must be positive, got {self.lr_factor}")
+        if self.target is not None and self.target < 0:
+            raise ValueError(f"target must be >= 0 (0 switches the early stop off), got {self.target}")
+        if self.resume and self.overwrite:
+            raise ValueError("resume and overwrite exclude each other: resume continues the run in its folder, "
+                             "overwrite deletes it and starts afresh; give one of them")
         if self.dataset == "text":
             needed = ("src_file", "tgt_file", "valid_src_file", "valid_tgt_file")
             missing = [n for n in needed if getattr(self, n) is None]
@@ -167,6 +199,21 @@ class TrainOptions:
                 raise ValueError(f"dataset 'text' needs training and validation files; missing {flags}")
             if (self.test_src_file is None) != (self.test_tgt_file is None):
                 raise ValueError("give both --test-src-file and --test-tgt-file, or neither")
+
+    def _check_types(self) -> None:
+        """A TypeError for a field of the wrong type (``dropout="0.1"``, ``epochs=2.5``)."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            kinds = _FIELD_TYPES[f.name]
+            if value is None and type(None) in kinds:
+                continue
+            # bool is an int to Python, but True epochs is a mistake; an int is fine where a float is wanted.
+            ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+            if not ok:
+                names = ["a number" if k is float else "None" if k is type(None) else k.__name__
+                         for k in kinds if not (k is int and float in kinds)]
+                expected = " or ".join(names)
+                raise TypeError(f"{f.name} must be {expected}, got {type(value).__name__} {value!r}")
 
     def resolved(self) -> TrainOptions:
         """A copy with every None that the dataset's recipe knows filled in, and ``out`` set.
@@ -181,9 +228,22 @@ class TrainOptions:
             for name in ("d_model", "n_heads", "d_ff", "layers", "dropout"):
                 recipe.pop(name, None)
         changes = {k: v for k, v in recipe.items() if getattr(self, k) is None}
+        changes.update(self._languages())
         if self.out is None:
             changes["out"] = f"runs/{self.dataset}"
         return replace(self, **changes)
+
+    def _languages(self) -> dict[str, str | None]:
+        """src_lang and tgt_lang as they should be recorded for this dataset."""
+        if self.dataset == "dates":
+            # The languages of the two locales ("en_US" -> "en"), not Multi30k's defaults.
+            return {"src_lang": self.src_locale.split("_")[0].split("-")[0],
+                    "tgt_lang": self.tgt_locale.split("_")[0].split("-")[0]}
+        if self.dataset == "multi30k":
+            other = {"de": "en", "en": "de"}
+            src = self.src_lang or other.get(self.tgt_lang or "", "de")
+            return {"src_lang": src, "tgt_lang": self.tgt_lang or other.get(src, "en")}
+        return {}
 
     def model_config(self, vocab_size: int, pad_id: int = 0) -> TransformerConfig:
         """The model's config: the preset, then every size given here.
@@ -202,11 +262,41 @@ class TrainOptions:
         return preset(vocab_size, **overrides)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict (for checkpoints and the log)."""
-        return asdict(self)
+        """Plain dict (for checkpoints and the log) of the run's settings.
+
+        ``threads`` and ``allow_slow`` are left out: they are choices of one invocation on one
+        machine, not settings a resumed run should inherit (the log's setup record holds the
+        thread count used).
+        """
+        return {k: v for k, v in asdict(self).items() if k not in _PER_INVOCATION}
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainOptions:
         """Inverse of :meth:`to_dict`; keys this version does not know are dropped."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
+
+
+def check_device_name(device: Any, name: str = "device") -> None:
+    """A ValueError unless ``device`` is "auto" or a string that ``torch.device`` accepts.
+
+    Whether the device exists on this machine is checked when the run starts.
+    """
+    if not isinstance(device, str):
+        raise TypeError(f"{name} must be a string such as 'auto', 'cpu' or 'cuda:0', got {device!r}")
+    if device == "auto":
+        return
+    try:
+        torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"{name} must be auto, cpu, cuda, cuda:<index> or mps, got {device!r}") from None
+
+
+_PER_INVOCATION = ("threads", "allow_slow")
+_NUMBER = (int, float)
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    f.name: {"str": (str,), "str | None": (str, type(None)), "int": (int,), "int | None": (int, type(None)),
+             "float": _NUMBER, "float | None": (*_NUMBER, type(None)), "bool": (bool,),
+             "bool | None": (bool, type(None))}[str(f.type)]
+    for f in fields(TrainOptions)
+}

@@ -162,6 +162,7 @@ def train(options: TrainOptions) -> TrainResult:
     info, device = init_distributed(o.device)
     lock = RunLock(o.out or ".")
     earlier = _EarlierRun(Path(o.out or "."))
+    threads = torch.get_num_threads()  # the run picks its own (Trainer); the caller's comes back after
     try:
         _lock(lock, info)
         return _train(o, info, device, started, earlier)
@@ -173,6 +174,7 @@ def train(options: TrainOptions) -> TrainResult:
         raise
     finally:
         lock.release()
+        torch.set_num_threads(threads)
         cleanup_distributed()
 
 
@@ -256,7 +258,7 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
                  max_tokens=report.max_tokens, unk_fraction=report.unk_fraction, parameters=model.num_parameters(),
                  config=config.to_dict(), device=str(device), bf16=bf16, world_size=info.world_size,
                  batches_per_epoch=len(trainer.sampler) * info.world_size, padding_fraction=pad,
-                 resumed_from_step=trainer.step)
+                 resumed_from_step=trainer.step, threads=trainer.threads, threads_reason=trainer.threads_reason)
     log.write("setup", **setup)
     _print_setup(info, o, setup, dropped)
     if checkpoint is None:
@@ -380,7 +382,8 @@ def _print_setup(info: DistInfo, o: TrainOptions, s: dict[str, Any], dropped: in
     _say(info, f"model: {c['n_encoder_layers']}+{c['n_decoder_layers']} layers, d_model {c['d_model']}, "
                f"{c['n_heads']} heads, d_ff {c['d_ff']}, {s['parameters'] / 1e6:.2f}M parameters on {s['device']}"
                f"{' x' + str(s['world_size']) if s['world_size'] > 1 else ''} "
-               f"({'bf16' if s['bf16'] else 'fp32'}{', compiled' if o.compile else ''})")
+               f"({'bf16' if s['bf16'] else 'fp32'}{', compiled' if o.compile else ''}), "
+               f"{s['threads']} CPU thread{'s' if s['threads'] > 1 else ''} ({s['threads_reason']})")
     _say(info, f"batches: {o.batch_tokens:,} tokens per side, {s['batches_per_epoch']:,} per epoch, "
                f"padding {100 * s['padding_fraction']:.1f}%"
                f"{'; resuming at step ' + str(s['resumed_from_step']) if s['resumed_from_step'] else ''}")

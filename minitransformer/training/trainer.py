@@ -11,6 +11,11 @@ Ctrl-C asks it to stop. Each optimizer step:
    summed loss so that the gradients add up to the mean over all those tokens; DDP
    synchronises the gradients on the last batch only;
 3. clips the gradient norm, steps Adam and the warm-up schedule.
+
+On a CPU it first picks PyTorch's thread count and refuses a run estimated to take hours
+unless ``allow_slow`` is set (see :mod:`minitransformer.training.cpu`).
+Progress is a plain text bar per epoch (no Jupyter widgets, so it also reads in RISE
+slides), titled with the stop rule; ``TQDM_DISABLE=1`` silences it.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,10 +39,42 @@ from .checkpoint import BEST, atomic_copy, capture_rng_state, checkpoint_path, l
 from .corpus import IdPairs, Pairs
 from .distributed import DistInfo, StopRequest, all_gather_objects, all_reduce_sum, barrier
 from .loss import label_smoothed_nll
+from .cpu import SLOW_RUN_SECONDS, SlowRunError, choose_threads, estimate_cpu_run, slow_run_message
 from .options import TrainOptions
 from .runlog import RunLog
 
 RUNNING_ZERO = dict(epoch_loss=0.0, epoch_tokens=0.0, loss=0.0, nll=0.0, tgt=0, all=0)
+
+
+def finished_reason(options: TrainOptions, step: int, epoch: int, batches_done: int, metrics: dict[str, Any],
+                    metric: str) -> str | None:
+    """Why a run at this point has nothing left to train (None: it has).
+
+    Args:
+        options: the resolved options of the run (as resumed).
+        step, epoch, batches_done: where the run stands (epoch counts completed epochs).
+        metrics: its figures (``val_<metric>`` is the latest validation figure).
+        metric: "exact_match" or "bleu".
+    """
+    o = options
+    if o.max_steps is not None and step >= o.max_steps:
+        return f"it reached --max-steps {o.max_steps}"
+    if o.epochs is not None and epoch >= o.epochs and batches_done == 0:
+        return f"it trained the {o.epochs} epochs of --epochs"
+    reached = metrics.get("val_" + metric, -math.inf)
+    if o.target is not None and o.target > 0 and reached >= o.target:
+        return f"validation {_metric_text(metric, reached)} reached --target {o.target:g}"
+    return None
+
+
+def _in_jupyter_kernel() -> bool:
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def _metric_text(metric: str, value: float) -> str:
+    return f"exact match {100 * value:.1f}%" if metric == "exact_match" else f"BLEU {value:.2f}"
 
 
 class Trainer:
@@ -72,6 +110,13 @@ class Trainer:
         self.bf16 = bf16
         self.out = Path(options.out or ".")
         self.budget = options.batch_tokens or 4096
+        if not train_ids:
+            raise ValueError(f"batch_tokens={self.budget} holds no training pair: each has a side longer than "
+                             "that (pairs too long for a batch are left out); expected a budget of at least "
+                             "the longest sentence's tokens (the dates recipe uses 2000)")
+        if not valid_ids:
+            files = f" ({options.valid_src_file}, {options.valid_tgt_file})" if options.dataset == "text" else ""
+            raise ValueError(f"the validation split{files} is empty: expected at least one sentence pair")
         self.sampler = TokenBatchSampler([len(s) for s, _ in train_ids], [len(t) for _, t in train_ids],
                                          self.budget, shuffle=True, seed=options.seed,
                                          rank=info.rank, world_size=info.world_size)
@@ -89,6 +134,26 @@ class Trainer:
         self.on_save: Callable[[Path], None] | None = None  # called after each checkpoint is written
         self.deadline: float | None = None  # perf_counter() time set by options.time_budget
         self.time_up = False  # agreed by all processes, so that they stop at the same step
+
+
+        self.threads, self.threads_reason = choose_threads(options.threads, device, model.num_parameters())
+        torch.set_num_threads(self.threads)
+        if device.type == "cpu":
+            self._check_cpu_time()
+
+    def _check_cpu_time(self) -> None:
+        """Refuse (or, with ``allow_slow``, announce) a CPU run estimated to take hours."""
+        o, parameters = self.options, self.model.num_parameters()
+        tokens = self.budget * o.accumulate * self.info.world_size
+        estimate = estimate_cpu_run(parameters, tokens, self.steps_per_epoch(), o.epochs, o.max_steps, o.keep)
+        if estimate.run_seconds <= SLOW_RUN_SECONDS:
+            return
+        message = slow_run_message(estimate, parameters, self.steps_per_epoch(), self.device)
+        if not o.allow_slow:
+            raise SlowRunError(message)
+        if self.info.is_main:
+            print(f"warning: {message.replace(', or pass --allow-slow (allow_slow=True) to start it anyway', '')}"
+                  "; starting it because --allow-slow was given", file=sys.stderr, flush=True)
 
     # --- pieces -----------------------------------------------------------------
     def autocast(self) -> contextlib.AbstractContextManager:
@@ -159,31 +224,23 @@ class Trainer:
         if o.time_budget is not None:
             self.deadline = time.perf_counter() + o.time_budget
         epochs = o.epochs if o.epochs is not None else 10**9
-        total = [o.max_steps] if o.max_steps else []
-        if o.epochs is not None:
-            total.append(o.epochs * self.steps_per_epoch())
-        # Only the main process draws. TQDM_DISABLE=1 is passed on explicitly: tqdm's notebook
-        # bar ignores the variable inside a Jupyter kernel.
-        silent = os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes")
-        quiet = {"disable": True} if silent or not self.info.is_main else {}
-        from tqdm.auto import tqdm  # imported here: importing the package must stay free of side effects
-
-        bar = tqdm(total=min(total) if total else None, initial=self.step, unit="step", dynamic_ncols=True,
-                   leave=False, **quiet)
-        try:
-            while self.epoch < epochs and not self._done():
+        finished = self.finished()
+        if finished and self.info.is_main:
+            print(f"nothing left to train: the run stopped at step {self.step:,} because {finished}", flush=True)
+        elif self.info.is_main and self.step == 0:
+            print(f"training {self.stop_rule()}", flush=True)
+        while self.epoch < epochs and not self._done():
+            with self._progress_bar() as bar:  # closed (and wiped) before the epoch's line is printed
                 interrupted = self._train_epoch(bar, stop)
-                if interrupted:
-                    self.log.write("interrupted", step=self.step, epoch=self.epoch, signal=stop.signal_name)
-                    self.save()
-                    return True
-                if self.batches_done == 0:  # the epoch was completed
-                    if self._end_of_epoch(bar):
-                        break
-            if self.metrics.get("eval_step") != self.step:  # stopped inside an epoch by max_steps
-                self._end_of_epoch(bar)
-        finally:
-            bar.close()
+            if interrupted:
+                self.log.write("interrupted", step=self.step, epoch=self.epoch, signal=stop.signal_name)
+                self.save()
+                return True
+            if self.batches_done == 0:  # the epoch was completed
+                if self._end_of_epoch():
+                    break
+        if self.metrics.get("eval_step") != self.step and not finished:  # stopped inside an epoch by max_steps
+            self._end_of_epoch()
         if self.saved_step != self.step:
             self.save()
         return False
@@ -196,6 +253,40 @@ class Trainer:
             return True
         reached = self.metrics.get("val_" + self.metric, -math.inf)
         return o.target is not None and o.target > 0 and reached >= o.target
+
+    def finished(self) -> str | None:
+        """Why the run has nothing left to train, or None (see :func:`finished_reason`)."""
+        return finished_reason(self.options, self.step, self.epoch, self.batches_done, self.metrics, self.metric)
+
+    def stop_rule(self) -> str:
+        """When training stops, in words: "for at most 8 epochs (864 steps); earlier once ..."."""
+        o = self.options
+        limits = []
+        if o.epochs is not None:
+            limits.append(f"{o.epochs} epochs ({o.epochs * self.steps_per_epoch():,} steps)")
+        if o.max_steps is not None:
+            limits.append(f"{o.max_steps:,} steps")
+        text = "for at most " + " or ".join(limits) if limits else "without a step limit"
+        if o.target is not None and o.target > 0:
+            goal = f"{100 * o.target:g}% exact match" if self.metric == "exact_match" else f"BLEU {o.target:g}"
+            text += f"; it stops earlier once the validation set reaches {goal}, checked after each epoch"
+        return text
+
+    def _progress_bar(self) -> Any:
+        """A text bar over this epoch's steps (not widgets: they fail in RISE slides), on the main process."""
+        from tqdm.std import tqdm  # imported here: importing the package must stay free of side effects
+
+        o = self.options
+        total = self.steps_per_epoch()
+        done = math.ceil(self.batches_done / o.accumulate)
+        if o.max_steps is not None:
+            total = min(total, done + o.max_steps - self.step)
+        title = f"epoch {self.epoch + 1}" + (f"/{o.epochs}" if o.epochs is not None else "")
+        silent = os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes") or not self.info.is_main
+        # In Jupyter, stdout: stderr is drawn on a red background there, which reads as an error.
+        out = sys.stdout if _in_jupyter_kernel() else sys.stderr
+        return tqdm(total=total, initial=done, desc=title, unit="step", leave=False, disable=silent, file=out,
+                    dynamic_ncols=True, mininterval=0.5)
 
     def _train_epoch(self, bar: Any, stop: StopRequest) -> bool:
         o, info = self.options, self.info
@@ -267,7 +358,7 @@ class Trainer:
             self.epoch += 1
         return False
 
-    def _end_of_epoch(self, bar: Any) -> bool:
+    def _end_of_epoch(self) -> bool:
         """Validate, log one line, write a checkpoint; True when the quality target is reached.
 
         Also runs after the last step when ``max_steps`` stops training inside an epoch.
@@ -286,8 +377,11 @@ class Trainer:
         epoch = f"{self.epoch:5d}" if part == 0 else f"{self.epoch + part:5.1f}"
         line = (f"epoch {epoch}  step {self.step:6d}  train loss {self.metrics['train_loss']:.3f}  "
                 f"val loss {val_loss:.3f}  {name} {shown}")
+        o = self.options
+        if o.target is not None and o.target > 0 and quality >= o.target:
+            line += "  (target reached: done)"
         if self.info.is_main:
-            bar.write(line)
+            print(line, flush=True)
         best = self.metrics.get("best_val_" + self.metric, -math.inf)
         if quality > best:
             self.metrics.update({"best_val_" + self.metric: quality, "best_step": self.step})

@@ -1,0 +1,138 @@
+"""Training on a CPU: how many threads, and whether a run is too slow to start (lesson 07).
+
+A small model's step is a few milliseconds of work; split over several OpenMP threads, the
+threads mostly wait for each other, and on a busy machine for a core. So a run on a CPU
+chooses its thread count (:func:`choose_threads`). A large model on a CPU is the opposite
+problem: the paper's base model takes tens of seconds a step there, so a run is estimated
+before it starts (:func:`estimate_cpu_run`) and refused when it would take hours, unless
+asked for (``allow_slow``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import torch
+
+#: On a CPU, a model with fewer parameters trains with one thread. Small models spend much of
+#: a multi-threaded step waiting for the other threads; on a busy machine that wait is long.
+#: Measured on 2 cores, one training step of a 2,000-token batch, models of 0.3M to 15M
+#: parameters: at load 3-11, one thread was 1.5-8.5x faster than two at every size; at
+#: load 1.5-2, two threads were 1.4-1.9x faster. Robust beats fastest-when-idle for the
+#: models a CPU trains in minutes; above this size a run is long, and usually has the machine
+#: to itself. benchmarks/train_threads.py times the default run (the README's table).
+ONE_THREAD_BELOW = 20_000_000
+#: A CPU run estimated to take longer than this is refused unless ``allow_slow`` is set.
+SLOW_RUN_SECONDS = 2 * 3600.0
+#: A model this size on a CPU (d_model 128, 3+3 layers, 2.4M parameters): the run lesson 07
+#: made on Multi30k in 17 minutes on 2 cores.
+CPU_SIZED = "--preset tiny --d-model 128 --n-heads 4 --d-ff 512 --layers 3 --dropout 0.1 --warmup 400 --lr-factor 0.5"
+
+
+def choose_threads(requested: int | None, device: torch.device, parameters: int) -> tuple[int, str]:
+    """The number of CPU threads a run should use, and why (for the setup line).
+
+    Args:
+        requested: an explicit count (``--threads``), or None to choose.
+        device: the run's device; off the CPU PyTorch's default is kept.
+        parameters: the model's parameter count.
+
+    Returns:
+        ``(threads, reason)``.
+    """
+    if requested is not None:
+        return requested, "--threads"
+    if device.type != "cpu":
+        return torch.get_num_threads(), "PyTorch's default"
+    if os.environ.get("OMP_NUM_THREADS"):
+        return torch.get_num_threads(), "OMP_NUM_THREADS"
+    if parameters < ONE_THREAD_BELOW:
+        return 1, f"under {ONE_THREAD_BELOW // 1_000_000}M parameters; --threads to change"
+    return torch.get_num_threads(), "PyTorch's default for a large model; --threads to change"
+
+
+def matmul_flops(trials: int = 5, seconds: float = 0.02) -> float:
+    """Floating-point operations per second of this process's CPU matmuls, measured now.
+
+    The best of a few short trials, so that a moment of competition from other processes
+    does not decide the figure; a machine that stays busy still measures slower.
+    """
+    n = 384
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    best = 0.0
+    for _ in range(trials):
+        count, start = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < seconds or count < 2:
+            a @ b
+            count += 1
+        best = max(best, 2 * n**3 * count / elapsed)
+    return best
+
+
+@dataclass(frozen=True)
+class CpuEstimate:
+    """How long a run will take on this CPU, and how much disk its checkpoints need.
+
+    Attributes:
+        step_seconds: one optimizer step (about 6 floating-point operations per parameter per
+            token, at the speed :func:`matmul_flops` measures).
+        steps: optimizer steps of the whole run (epochs or max_steps).
+        run_seconds: ``step_seconds * steps``, validation not counted.
+        checkpoint_bytes: one checkpoint (weights and Adam's two moments: 12 bytes a parameter).
+        disk_bytes: the ``keep`` newest checkpoints and ``best.pt``.
+    """
+
+    step_seconds: float
+    steps: int
+    run_seconds: float
+    checkpoint_bytes: int
+    disk_bytes: int
+
+
+def estimate_cpu_run(parameters: int, tokens_per_step: int, steps_per_epoch: int, epochs: int | None,
+                     max_steps: int | None, keep: int, flops: float | None = None) -> CpuEstimate:
+    """Estimate a CPU run from its sizes (nothing is trained).
+
+    Args:
+        parameters: the model's parameter count.
+        tokens_per_step: tokens of one side per optimizer step (batch_tokens * accumulate * processes).
+        steps_per_epoch: optimizer steps per epoch.
+        epochs: epoch limit (None: none).
+        max_steps: step limit (None: none).
+        keep: checkpoints kept.
+        flops: operations per second (default: :func:`matmul_flops` now).
+    """
+    speed = flops if flops is not None else matmul_flops()
+    step = 6.0 * parameters * tokens_per_step / max(speed, 1.0)
+    limits = [n for n in (max_steps, None if epochs is None else epochs * steps_per_epoch) if n is not None]
+    steps = min(limits) if limits else steps_per_epoch
+    size = 12 * parameters
+    return CpuEstimate(step, steps, step * steps, size, size * (keep + 1))
+
+
+class SlowRunError(ValueError):
+    """A CPU run estimated to take hours or days, started without ``allow_slow``."""
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def slow_run_message(e: CpuEstimate, parameters: int, steps_per_epoch: int, device: torch.device) -> str:
+    """What a slow CPU run would cost, and what to do instead."""
+    return (f"this run would train a {parameters / 1e6:.1f}M-parameter model on the {device.type.upper()} "
+            f"({torch.get_num_threads()} threads): about {_duration(e.step_seconds)} per step, "
+            f"{_duration(e.step_seconds * steps_per_epoch)} per epoch of {steps_per_epoch:,} steps, "
+            f"{_duration(e.run_seconds)} for {e.steps:,} steps (estimated from this CPU's speed now), and "
+            f"{e.disk_bytes / 1e9:.1f} GB of disk for its checkpoints ({e.checkpoint_bytes / 1e6:,.0f} MB each, "
+            f"--keep and best.pt). Train it on a GPU, or use a CPU-sized model ({CPU_SIZED} --epochs 8: "
+            f"17 minutes on 2 cores in lesson 07), or pass --allow-slow (allow_slow=True) to start it anyway")
