@@ -31,7 +31,13 @@ HERE = Path(__file__).resolve().parents[1]
 
 
 def run_train(threads: str, out: Path) -> dict:
-    """One default ``train`` run; returns its wall time, test exact match and setup line."""
+    """One default ``train`` run; returns its wall time, steps, test exact match and setup line.
+
+    The number of steps is reported because it can differ between thread counts: the sums of a
+    matrix product are added in another order with another number of threads, the weights drift
+    apart in the last digits, and a validation figure just under the stop target (say 99.2% for
+    100%) sends one run on for more epochs than the other. Seconds per step compare the speed.
+    """
     command = [sys.executable, "-m", "minitransformer", "train", "--out", str(out)]
     if threads != "default":
         command += ["--threads", threads]
@@ -45,7 +51,10 @@ def run_train(threads: str, out: Path) -> dict:
         raise SystemExit(f"train failed ({result.returncode}):\n{result.stderr[-2000:]}")
     match = re.search(r"test, greedy: ([\d.]+)% exact match", result.stdout)
     model = next((line for line in result.stdout.splitlines() if line.startswith("model:")), "")
-    return {"threads": threads, "seconds": round(seconds, 1), "load_before": round(load, 2),
+    steps = re.search(r"after ([\d,]+) steps", result.stdout)
+    n_steps = int(steps.group(1).replace(",", "")) if steps else None
+    return {"threads": threads, "seconds": round(seconds, 1), "load_before": round(load, 2), "steps": n_steps,
+            "seconds_per_step": round(seconds / n_steps, 3) if n_steps else None,
             "test_exact_match": float(match.group(1)) if match else None, "model_line": model}
 
 
@@ -70,6 +79,7 @@ def main() -> None:
                     row["busy_processes"] = busy
                     rows.append(row)
                     print(f"busy processes {busy}  threads {threads:>7}  {row['seconds']:6.1f} s  "
+                          f"{row['steps']} steps ({row['seconds_per_step']} s/step, start-up included)  "
                           f"test exact match {row['test_exact_match']}%  (load before: {row['load_before']})",
                           flush=True)
             finally:
