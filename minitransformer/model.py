@@ -87,6 +87,18 @@ class Decoder(nn.Module):
         return x, self_maps, cross_maps
 
 
+def xavier_init(module: nn.Module) -> None:
+    """Xavier-uniform for every weight matrix of ``module``, biases 0 (LayerNorm's gamma 1 stays).
+
+    The initialisation of :class:`Transformer` and of the models of :mod:`minitransformer.variants`.
+    """
+    for name, p in module.named_parameters():
+        if p.dim() > 1:
+            nn.init.xavier_uniform_(p)
+        elif name.endswith("bias"):
+            nn.init.zeros_(p)
+
+
 class Transformer(nn.Module):
     """The encoder-decoder Transformer of "Attention Is All You Need".
 
@@ -121,11 +133,7 @@ class Transformer(nn.Module):
 
     def reset_parameters(self) -> None:
         """Xavier-uniform for every weight matrix; biases 0, LayerNorm gamma 1 and beta 0."""
-        for name, p in self.named_parameters():
-            if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
-            elif name.endswith("bias"):
-                nn.init.zeros_(p)
+        xavier_init(self)
 
     def num_parameters(self, trainable_only: bool = False) -> int:
         """Number of parameters, a shared (tied) matrix counted once."""

@@ -23,19 +23,10 @@ from torch import Tensor, nn
 from .cache import DecoderCache
 from .embeddings import PositionalEncoding, TokenEmbedding
 from .masks import make_causal_mask, make_padding_mask
-from .model import Encoder
+from .model import Encoder, xavier_init
 
 __all__ = ["BagOfWordsClassifier", "DecoderOnlyLM", "EncoderClassifier", "masked_mean", "next_token_probabilities",
            "sample_next_token"]
-
-
-def _init_weights(module: nn.Module) -> None:
-    """Xavier-uniform for every matrix, zero biases, as :class:`~minitransformer.model.Transformer` does."""
-    for name, p in module.named_parameters():
-        if p.dim() > 1:
-            nn.init.xavier_uniform_(p)
-        elif name.endswith("bias"):
-            nn.init.zeros_(p)
 
 
 def _check_ids(tokens: Tensor, name: str) -> None:
@@ -94,7 +85,7 @@ class EncoderClassifier(nn.Module):
         self.positional = PositionalEncoding(d_model, max_len, dropout)
         self.encoder = Encoder(n_layers, d_model, n_heads, d_ff, dropout, norm_first)
         self.head = nn.Linear(d_model, n_classes)
-        _init_weights(self)
+        xavier_init(self)
 
     def encode(self, tokens: Tensor) -> Tensor:
         """Contextual vectors (B, T, D) of every token, padding hidden by the padding mask."""
@@ -160,7 +151,7 @@ class DecoderOnlyLM(nn.Module):
         self.positional = PositionalEncoding(d_model, max_len, dropout)
         self.decoder = Encoder(n_layers, d_model, n_heads, d_ff, dropout, norm_first)
         self.generator = nn.Linear(d_model, vocab_size, bias=False)
-        _init_weights(self)
+        xavier_init(self)
         self.generator.weight = self.embed.embedding.weight  # tied (section 3.4)
 
     def new_cache(self) -> DecoderCache:

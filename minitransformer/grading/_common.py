@@ -261,6 +261,19 @@ def _first_difference(given: Tensor, expected: Tensor, atol: float, rtol: float)
             f"({n_bad} of {given.numel()} values differ)")
 
 
+def _known_mistake(given: Tensor, mistakes: Sequence[tuple[str, Callable[[], Tensor | None]]],
+                   atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
+    """The hint of the first known mistake whose result ``given`` matches, or None."""
+    for hint, wrong in mistakes:
+        try:
+            candidate = wrong()
+        except Exception:  # a mistake that does not apply to these shapes
+            continue
+        if candidate is not None and _close(given, candidate, atol, rtol):
+            return hint
+    return None
+
+
 def _compare(given: Tensor, expected: Tensor, text: str, what: str,
              mistakes: Sequence[tuple[str, Callable[[], Tensor | None]]] = (), atol: float = 1e-5,
              rtol: float = 1e-4, fallback: Callable[[], str | None] | None = None) -> None:
@@ -269,13 +282,9 @@ def _compare(given: Tensor, expected: Tensor, text: str, what: str,
     _expect_shape(given, expected.shape, text, what)
     if _close(given, expected, atol, rtol):
         return
-    for hint, wrong in mistakes:
-        try:
-            candidate = wrong()
-        except Exception:  # a mistake that does not apply to these shapes
-            continue
-        if candidate is not None and _close(given, candidate, atol, rtol):
-            raise AssertionError(f"{text}: wrong {what}. {hint}")
+    hint = _known_mistake(given, mistakes, atol, rtol)
+    if hint is not None:
+        raise AssertionError(f"{text}: wrong {what}. {hint}")
     extra = fallback() if fallback is not None else None
     raise AssertionError(f"{text}: wrong {what}: "
                          f"{_first_difference(given, expected, atol, rtol)}." + (f" {extra}" if extra else ""))

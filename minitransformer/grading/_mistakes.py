@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from torch import Tensor
 
-from ._common import _close, _describe
-
-
-def _known_mistake(given: Tensor, mistakes: Sequence[tuple[str, Callable[[], Tensor | None]]],
-                   atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
-    """The hint of the first known mistake whose result ``given`` matches, or None."""
-    for hint, wrong in mistakes:
-        try:
-            candidate = wrong()
-        except Exception:  # a mistake that does not apply to these shapes
-            continue
-        if candidate is not None and _close(given, candidate, atol, rtol):
-            return hint
-    return None
+from ._common import _describe
 
 
 def _as_number(x: Any, text: str, wanted: str = "a number") -> float:

@@ -8,8 +8,7 @@ import torch
 from torch import Tensor
 
 from ._common import (_call, _call_text, _compare, _describe, _expect_shape, _expect_tensor, _isolated,
-                      _name, _passed, _rand, _rng)
-from ._mistakes import _known_mistake
+                      _known_mistake, _name, _passed, _rand, _rng)
 
 __all__ = ["check_additive_scores", "check_alignment_and_context", "check_layers_to_connect"]
 
