@@ -170,6 +170,16 @@ def test_family_choice_explains_a_wrong_family():
         check_family_choice(wrong.get, task=4)
 
 
+def test_family_choice_accepts_both_families_for_the_story_prompt(capsys: pytest.CaptureFixture[str]):
+    story = "write a story from a one-line prompt"
+    assert story in APPLICATIONS
+    check_family_choice({**RIGHT, story: "encoder-decoder"}.get, task=4)
+    assert "Task 4 passed" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match=re.escape("returned 'encoder-only', but decoder-only or "
+                                                       "encoder-decoder fits better")):
+        check_family_choice({**RIGHT, story: "encoder-only"}.get, task=4)
+
+
 def test_family_choice_rejects_an_unknown_answer():
     with pytest.raises(AssertionError, match="returned 'GPT'; expected one of 'encoder-only'"):
         check_family_choice(lambda a: "GPT")
