@@ -8,9 +8,9 @@ grammatical-acceptability tasks that encoder models are tested on.
 
 Every sentence, kept or shuffled, is first reduced to its :func:`plain_words` (lowercase, the
 punctuation at the ends of words removed). Without that, the task has a shortcut that needs no
-notion of order: 95.3% of the English captions of Multi30k's validation split end in a word carrying ".", so "original iff
-the last word ends with '.'" scored 92.8% on the validation split, and a capital first letter gives
-away the first word in the same way.
+notion of order: 95.3% of the English captions of Multi30k's validation split end in a word
+carrying ".", so "original iff the last word ends with '.'" scored 92.8% on that split, and a
+capital first letter gives away the first word in the same way.
 
 The sentences are the English captions of Multi30k (:func:`~minitransformer.data.load_multi30k`)
 when their files are on disk; otherwise English and German long dates
