@@ -29,7 +29,10 @@ KINDS = {
 
 @dataclass
 class SentenceAttention:
-    """Attention weights of one sentence pair, with readable token labels.
+    """Attention weights of one sentence pair, with the tokenizer's own token labels.
+
+    The labels keep the BPE marker "▁" (a space before the token) as the tokenizer writes it,
+    so that figures, printed tokens and lesson text spell a token the same way.
 
     Attributes:
         maps: ``{"encoder": [...], "decoder_self": [...], "cross": [...]}``, one (H, Tq, Tk)
@@ -55,8 +58,8 @@ class SentenceAttention:
         raise ValueError(f"kind must be one of {sorted(KINDS)}, got {kind!r}")
 
 
-def _readable(tokenizer: SharedTokenizer, ids: list[int]) -> list[str]:
-    return [tokenizer.id_to_token(i).replace("\u2581", "_") for i in ids]
+def _labels(tokenizer: SharedTokenizer, ids: list[int]) -> list[str]:
+    return [tokenizer.id_to_token(i) for i in ids]  # "▁" kept: matplotlib's default font draws it
 
 
 @torch.no_grad()
@@ -92,8 +95,8 @@ def sentence_attention(model: Transformer, tokenizer: SharedTokenizer, source: s
     maps = model.attention_maps(src, tgt)
     return SentenceAttention(
         maps={kind: [layer[0].float().cpu() for layer in layers] for kind, layers in maps.items()},  # (H, Tq, Tk)
-        src_tokens=_readable(tokenizer, src_ids),
-        tgt_tokens=_readable(tokenizer, tgt_ids),
+        src_tokens=_labels(tokenizer, src_ids),
+        tgt_tokens=_labels(tokenizer, tgt_ids),
         translation=target if target is not None else tokenizer.decode(tgt_ids),
     )
 

@@ -39,3 +39,11 @@ def test_files_are_written_per_kind_and_layer(tiny, tmp_path):
     assert all(p.stat().st_size > 1000 for p in paths)
     with pytest.raises(ValueError, match="kinds must be among"):
         save_attention_maps(attention, tmp_path, kinds=("self",))
+
+
+def test_labels_spell_tokens_as_the_tokenizer_does(tiny):
+    """One spelling of the BPE marker in figures, printed tokens and lesson text (lesson 08)."""
+    model, tokenizer = tiny
+    attention = sentence_attention(model, tokenizer, "Monday, May 1, 2000", target="Montag, 1. Mai 2000")
+    assert attention.src_tokens[:-1] == tokenizer.tokens("Monday, May 1, 2000")
+    assert "\u2581May" in attention.src_tokens and not any("_" in t for t in attention.src_tokens)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from minitransformer.data import (ChecksumError, CharTokenizer, lm_batch, load_tiny_shakespeare, load_word_order,
-                                  pad_sequences, shuffle_word_order, split_ids)
+                                  pad_sequences, plain_words, shuffle_word_order, split_ids)
 from minitransformer.data import shakespeare
 
 # Reference data beside the checkout (never committed), as in conftest.py; MINITRANSFORMER_DATA_DIR names another.
@@ -85,14 +85,34 @@ def test_split_and_batches():
         split_ids(ids, 1.5)
 
 
+def test_plain_words_drop_case_and_the_punctuation_around_words():
+    assert plain_words("A man, in a \"red\" T-shirt, waves .") == ["a", "man", "in", "a", "red", "t-shirt", "waves"]
+    assert plain_words("...") == []
+
+
 def test_shuffled_sentences_hold_the_same_words_in_another_order():
-    sentences = [f"a dog number {i} runs on grass" for i in range(200)] + ["too short", "a a a"]
+    sentences = [f"A dog, number {i}, runs on grass." for i in range(200)] + ["too short", "a a a"]
     texts, labels = shuffle_word_order(sentences, seed=1)
     assert len(texts) == 200 and 70 < sum(labels) < 130
     for original, text, label in zip(sentences, texts, labels):
-        assert sorted(text.split()) == sorted(original.split())
-        assert (text == original) == (label == 1)
+        assert sorted(text.split()) == sorted(plain_words(original))
+        assert (text == " ".join(plain_words(original))) == (label == 1)
     assert shuffle_word_order(sentences, seed=1) == (texts, labels)
+
+
+def _last_word_has_a_full_stop(texts: list[str], labels: list[int]) -> float:
+    """Accuracy of the shortcut "original iff the last word ends with '.'"."""
+    return sum((t.split()[-1].endswith(".")) == (label == 1) for t, label in zip(texts, labels)) / len(texts)
+
+
+def test_no_punctuation_or_capital_marks_the_original_order():
+    """Every original ends with '.' and starts with a capital: neither may survive into either class."""
+    sentences = [f"The {c}at number {i} sleeps on a mat." for i in range(300) for c in "bcr"][:600]
+    texts, labels = shuffle_word_order(sentences, seed=3)
+    assert all(t == t.lower() and not any(ch in t for ch in ".,;:!?") for t in texts)
+    assert 0.4 < _last_word_has_a_full_stop(texts, labels) < 0.6  # the shortcut is at chance
+    first_is_the = sum((t.split()[0] == "the") == (label == 1) for t, label in zip(texts, labels)) / len(texts)
+    assert first_is_the > 0.8  # an order signal that remains, as it should: "the" usually comes first
 
 
 def test_word_order_falls_back_to_dates(tmp_path: Path):
@@ -105,6 +125,8 @@ def test_word_order_falls_back_to_dates(tmp_path: Path):
 def test_word_order_uses_multi30k_captions():
     data = load_word_order("validation", data_dir=SHARED_DATA / "multi30k")
     assert data.source == "multi30k" and len(data.sentences) > 1_000
+    # The raw captions end in "." (95% of them): the rule that exploited it is now at chance.
+    assert abs(_last_word_has_a_full_stop(data.sentences, data.labels) - 0.5) < 0.05
 
 
 def test_pad_sequences():

@@ -17,7 +17,7 @@ from .text import load_parallel_text, read_lines, user_cache_dir
 from .tokenizer import SharedTokenizer, TokenizationReport, tokenization_report
 from .shakespeare import CharTokenizer, Corpus, lm_batch, load_tiny_shakespeare, split_ids
 from .vocab import Vocabulary
-from .word_order import WordOrderData, load_word_order, pad_sequences, shuffle_word_order
+from .word_order import WordOrderData, load_word_order, pad_sequences, plain_words, shuffle_word_order
 
 __all__ = [
     "Batch",
@@ -33,6 +33,7 @@ __all__ = [
     "load_tiny_shakespeare",
     "load_word_order",
     "pad_sequences",
+    "plain_words",
     "shuffle_word_order",
     "split_ids",
     "collate_pairs",

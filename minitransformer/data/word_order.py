@@ -6,6 +6,12 @@ the same words, so a bag-of-words model cannot beat chance, by construction: the
 the order, which an encoder sees through its positional encoding. It is a small cousin of the
 grammatical-acceptability tasks that encoder models are tested on.
 
+Every sentence, kept or shuffled, is first reduced to its :func:`plain_words` (lowercase, the
+punctuation at the ends of words removed). Without that, the task has a shortcut that needs no
+notion of order: 95.3% of the English captions of Multi30k's validation split end in a word
+carrying ".", so "original iff the last word ends with '.'" scored 92.8% on that split, and a
+capital first letter gives away the first word in the same way.
+
 The sentences are the English captions of Multi30k (:func:`~minitransformer.data.load_multi30k`)
 when their files are on disk; otherwise English and German long dates
 (:func:`~minitransformer.data.load_dates`), which are always available.
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import os
 import random
+import string
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,8 +51,27 @@ class WordOrderData:
     source: str
 
 
+def plain_words(sentence: str) -> list[str]:
+    """The words of a sentence, lowercase, without the punctuation at their ends.
+
+    ``"A man, in a hat."`` gives ``["a", "man", "in", "a", "hat"]``; a piece that is only
+    punctuation disappears. Inner characters stay (``"t-shirt"``, ``"man's"``).
+
+    Args:
+        sentence: any text; words are split at whitespace.
+
+    Returns:
+        The words, in their order.
+    """
+    stripped = (w.strip(string.punctuation) for w in sentence.lower().split())
+    return [w for w in stripped if w]
+
+
 def shuffle_word_order(sentences: list[str], seed: int = 0, min_words: int = 3) -> tuple[list[str], list[int]]:
     """Label each sentence 1 (kept) or 0 (its words shuffled), half and half at random.
+
+    Every sentence is reduced to its :func:`plain_words` first, in both classes, so that neither
+    punctuation (the final ".") nor capitals mark where the original sentence ends or starts.
 
     Args:
         sentences: the sentences; words are split at whitespace.
@@ -53,12 +79,13 @@ def shuffle_word_order(sentences: list[str], seed: int = 0, min_words: int = 3) 
         min_words: sentences with fewer words are dropped (too few orders to tell apart).
 
     Returns:
-        ``(sentences, labels)``; a shuffled sentence always differs from its original.
+        ``(sentences, labels)``: the plain words joined by single spaces; a shuffled sentence
+        always differs from its original.
     """
     rng = random.Random(seed)
     out, labels = [], []
     for sentence in sentences:
-        words = sentence.split()
+        words = plain_words(sentence)
         if len(words) < min_words or len(set(words)) < 2:
             continue
         if rng.random() < 0.5:
