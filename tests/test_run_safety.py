@@ -116,7 +116,7 @@ def test_resuming_from_an_earlier_checkpoint_moves_the_later_ones_aside(tmp_path
     capsys.readouterr()
     again = train(_options(tmp_path, max_steps=6, save_every=2, resume=str(tmp_path / "checkpoint-00000004.pt")))
     aside = tmp_path / ".after-step-00000004"
-    assert f"file(s) of steps after 4, the step resumed from, to {aside}" in capsys.readouterr().out
+    assert f"resuming from step 4: moved 3 file(s) of later steps and a copy of log.jsonl" in capsys.readouterr().out
     _same_weights(aside / "checkpoint-00000006.pt", again.checkpoint)  # kept, and the same run again
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*.pt")) == [
         "checkpoint-00000002.pt", "checkpoint-00000004.pt", "checkpoint-00000006.pt"]

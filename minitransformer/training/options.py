@@ -15,12 +15,14 @@ a GPU, with a warm-up shortened to the size of the data set.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import torch
 
 from ..config import TransformerConfig
+from ..utils import check_seed
 
 DATASETS = ("dates", "multi30k", "text")
 PRESETS = ("tiny", "base", "big")
@@ -158,9 +160,14 @@ class TrainOptions:
             raise ValueError(f"preset must be one of {PRESETS}, got {self.preset!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        for name in ("src_locale", "tgt_locale"):
+            if not getattr(self, name).strip():
+                raise ValueError(f"{name} must be a CLDR locale such as 'en_US', 'de_DE' or 'hu_HU', "
+                                 f"got {getattr(self, name)!r}")
         for name in ("src_lang", "tgt_lang"):
             if getattr(self, name) is not None and not getattr(self, name):
                 raise ValueError(f"{name} must be a language code such as 'de' or 'en', got ''")
+        check_seed(self.seed)
         check_device_name(self.device, "device")
         for name in ("accumulate", "log_every", "keep", "test_beam"):
             if getattr(self, name) < 1:
@@ -188,6 +195,12 @@ class TrainOptions:
             raise ValueError(f"lr_factor must be positive, got {self.lr_factor}")
         if self.target is not None and self.target < 0:
             raise ValueError(f"target must be >= 0 (0 switches the early stop off), got {self.target}")
+        if self.target is not None and self.dataset == "dates" and self.target > 1:
+            raise ValueError(f"target is a fraction of exact matches for the dates dataset: expected a number in "
+                             f"(0, 1] (e.g. 0.99), or 0 to switch the early stop off, got {self.target:g}")
+        if self.target is not None and self.dataset != "dates" and self.target > 100:
+            raise ValueError(f"target is a BLEU score for the {self.dataset} dataset: expected a number in "
+                             f"(0, 100], or 0 to switch the early stop off, got {self.target:g}")
         if self.resume and self.overwrite:
             raise ValueError("resume and overwrite exclude each other: resume continues the run in its folder, "
                              "overwrite deletes it and starts afresh; give one of them")
@@ -230,7 +243,7 @@ class TrainOptions:
         changes = {k: v for k, v in recipe.items() if getattr(self, k) is None}
         changes.update(self._languages())
         if self.out is None:
-            changes["out"] = f"runs/{self.dataset}"
+            changes["out"] = resume_folder(self.resume) or f"runs/{self.dataset}"
         return replace(self, **changes)
 
     def _languages(self) -> dict[str, str | None]:
@@ -275,6 +288,18 @@ class TrainOptions:
         """Inverse of :meth:`to_dict`; keys this version does not know are dropped."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
+
+
+def resume_folder(resume: str | None) -> str | None:
+    """The run folder that ``resume`` (a checkpoint file or a run folder) belongs to; None for "auto" or None.
+
+    A resumed run writes into the folder its checkpoint is in, wherever that folder has been
+    moved or renamed to since (not into the ``out`` recorded in the checkpoint).
+    """
+    if not resume or resume == "auto":
+        return None
+    path = Path(resume)
+    return str(path if path.is_dir() else path.parent)
 
 
 def check_device_name(device: Any, name: str = "device") -> None:
