@@ -95,14 +95,16 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     run.add_argument("--clip-norm", type=float, default=1.0, help="clip the gradient norm to this; 0: no clipping "
                                                                   "(default: 1.0)")
     run.add_argument("--target", type=float,
-                     help="stop once the validation exact match (0-1) or BLEU reaches this; 0: never"
+                     help="stop once the validation exact match (a fraction in (0, 1], dates) or BLEU (multi30k, "
+                          "text) reaches this; 0: never"
                           + _recipe("target"))
     run.add_argument("--eval-sentences", type=int, help="validation (after each epoch) and test (at the end) "
                                                         "sentences translated for the quality figure (default: all)")
     run.add_argument("--seed", type=int, default=0, help="seed of initialisation, dropout and batch order (default: 0)")
     files = p.add_argument_group("output")
-    files.add_argument("--out", help="output folder for checkpoints, log.jsonl, loss.png, tokenizer.json "
-                                     "(default: runs/<dataset>)")
+    files.add_argument("--out", help="output folder for checkpoints, log.jsonl, loss.png, tokenizer.json; a "
+                                     "folder holding other files is refused without --overwrite (default: "
+                                     "runs/<dataset>; with --resume FILE_OR_FOLDER, that run's folder)")
     files.add_argument("--resume", nargs="?", const="auto", help="continue from the newest checkpoint of --out, or "
                                                                  "of the given checkpoint file or run folder; "
                                                                  "not with --overwrite")
@@ -157,8 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_arguments(train)
     translate = commands.add_parser("translate", help="translate sentences with a trained checkpoint",
                                     description="Translate with greedy decoding or beam search (--beam 4); "
-                                    "reads lines from standard input (UTF-8) when no text is given. Empty "
-                                    "sentences are refused; input unlike the training data (unknown characters; "
+                                    "reads lines from standard input (UTF-8) when no text is given. An empty "
+                                    "sentence argument is refused; an empty line of standard input is skipped with "
+                                    "a note (and an empty output line). A translation that reaches its length limit "
+                                    "without an end token is called unreliable on standard error, a loop at its end "
+                                    "cut. Input unlike the training data (unknown characters; "
                                     "for a dates model, not a full date of its source locale or a year outside "
                                     "1900-2099) is translated with a warning on standard error.")
     translate.add_argument("text", nargs="*", help="sentences to translate (default: lines of standard input)")

@@ -289,7 +289,13 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
 
 def _check_finite(checkpoint: dict[str, Any], path: str | Path) -> None:
     """Refuse weights holding NaN or infinity (a run that diverged): they translate nothing and resume nothing."""
-    bad = [k for k, v in checkpoint["model"].items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    seen: set[int] = set()  # tied weights share one storage: name it once
+    bad = []
+    for k, v in checkpoint["model"].items():
+        if v.is_floating_point() and v.untyped_storage().data_ptr() not in seen:
+            seen.add(v.untyped_storage().data_ptr())
+            if not bool(torch.isfinite(v).all()):
+                bad.append(k)
     if bad:
         more = f" and {len(bad) - 2} more" if len(bad) > 2 else ""
         raise CheckpointError(f"checkpoint {path} holds non-finite weights (NaN or infinity) in {len(bad)} "

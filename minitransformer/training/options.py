@@ -88,12 +88,14 @@ class TrainOptions:
         lr_factor: factor of the schedule.
         label_smoothing: eps_ls (paper: 0.1).
         clip_norm: clip the gradient norm to this; 0 switches clipping off.
-        target: stop once the validation quality figure (exact match in [0, 1], or BLEU)
-            reaches this; 0 switches the rule off.
+        target: stop once the validation quality figure (exact match, a fraction in (0, 1],
+            for dates; BLEU in (0, 100] otherwise) reaches this; 0 switches the rule off.
         eval_sentences: validation (each epoch) and test (at the end) sentences translated
             for the quality figure (None: all).
-        out: output folder (default ``runs/<dataset>``).
-        resume: checkpoint file or run folder to continue from.
+        out: output folder (default: the run folder of ``resume`` when it names a checkpoint
+            or folder, else ``runs/<dataset>``). A new run refuses a folder that holds files
+            but no run unless ``overwrite``; a resumed run refuses one that holds another run's.
+        resume: checkpoint file or run folder to continue from ("auto": the newest checkpoint of ``out``).
         overwrite: start afresh in an output folder that holds an earlier run's checkpoints
             (not together with ``resume``).
         seed: seed of the model's initialisation, dropout and batch order.
