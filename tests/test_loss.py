@@ -125,6 +125,9 @@ def test_a_padding_logit_of_minus_infinity_or_very_negative_is_exact(pad_logit: 
     theirs = F.cross_entropy(logits[keep][:, 1:], target[keep] - 1, label_smoothing=0.1 * (V - 1) / (V - 2))
     assert torch.isfinite(ours)
     torch.testing.assert_close(ours, theirs)
+    logits.requires_grad_(True)
+    LabelSmoothingLoss(0.1, PAD)(logits, target).backward()
+    assert torch.isfinite(logits.grad).all()
 
 
 def test_pad_id_none_counts_every_position_and_smooths_over_all_other_tokens() -> None:

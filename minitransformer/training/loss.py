@@ -80,11 +80,17 @@ def label_smoothed_nll(
     gold = log_probs.gather(1, target[:, None]).squeeze(1)  # (N,)
     nll = -gold
     if epsilon > 0:
-        # sum over v not in {gold, pad} of log p(v), without building q. The pad column is zeroed
-        # before the sum, not subtracted after it: its log p may be -inf or so large that it would
-        # swallow the other terms.
-        rest = log_probs if pad_id is None else log_probs.index_fill(1, log_probs.new_tensor([pad_id]).long(), 0.0)
-        others = rest.sum(dim=1) - gold  # (N,); junk on padding rows, which count for nothing
+        # sum over v not in {gold, pad} of log p(v), without building q; junk on padding rows,
+        # which count for nothing.
+        others = log_probs.sum(dim=1) - gold  # (N,)
+        if pad_id is not None:
+            pad = log_probs[:, pad_id]  # (N,)
+            # Where log p(pad) is -inf, or so negative that the sum has lost the other terms' digits,
+            # the pad column is left out of the sum instead of subtracted after it (the two slices are
+            # views, nothing is copied). Elsewhere it is subtracted, bit for bit as before, so that
+            # stored runs repeat exactly.
+            left_out = log_probs[:, :pad_id].sum(dim=1) + log_probs[:, pad_id + 1:].sum(dim=1) - gold  # (N,)
+            others = torch.where(pad > -1e4, others - pad, left_out)
         loss = (1.0 - epsilon) * nll - epsilon / n_others * others
     else:
         loss = nll
