@@ -8,7 +8,9 @@ Both paths mask the generated prefix with the causal mask alone (a generated tok
 never padding), so they give the same tokens whatever ``banned_ids`` allows.
 
 Every argument is checked before the first step: token ids inside the target
-vocabulary, a start token other than the pad id, lengths within the positional table.
+vocabulary, a start token other than the pad id, lengths within the positional table, no
+source row made only of padding (it has nothing to translate); a beam search too large for
+the device's memory is refused, and a beam wider than the vocabulary is cut to it.
 """
 
 from __future__ import annotations
