@@ -89,7 +89,12 @@ class MultiHeadAttention(nn.Module):
         Returns output (B, Tq, D) and weights (B, H, Tq, Tk) or None.
 
     NaN or inf in the inputs is not checked and spreads to the output (see
-    :func:`scaled_dot_product_attention`).
+    :func:`scaled_dot_product_attention`), with or without ``need_weights``: PyTorch's
+    fused kernel alone can return a finite row for a NaN query, so the fused path adds
+    ``0 * sum(q)`` to each query's output, which is 0 for a finite query and NaN otherwise.
+
+    Inputs must be floating-point tensors of the weights' dtype (float32 by default; call
+    ``.double()`` on the layer for float64), or any float dtype under autocast.
 
     With a :class:`~minitransformer.cache.KVCache`, the keys and values of earlier steps
     are reused: a static (cross-attention) cache projects ``key``/``value`` once; a
@@ -131,9 +136,16 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = False,
         cache: KVCache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
+        weights_dtype = self.w_q.weight.dtype
         for name, t in (("query", query), ("key", key), ("value", value)):
             if t.dim() != 3 or t.size(-1) != self.d_model:
                 raise ValueError(f"{name} must have shape (B, T, {self.d_model}), got {tuple(t.shape)}")
+            if not t.is_floating_point():
+                raise TypeError(f"{name} must be a floating-point tensor of d_model-wide vectors, got dtype {t.dtype} "
+                                "(token ids are embedded first, e.g. with TokenEmbedding)")
+            if t.dtype != weights_dtype and not torch.is_autocast_enabled(t.device.type):
+                raise TypeError(f"{name} has dtype {t.dtype} but the layer's weights are {weights_dtype}: convert the "
+                                f"input with .to({weights_dtype}), or the layer with .to({t.dtype})")
         if key.shape[:2] != value.shape[:2]:
             raise ValueError(f"key and value must have the same (B, Tk), got {tuple(key.shape)} and {tuple(value.shape)}")
         if query.size(0) != key.size(0):
@@ -157,6 +169,7 @@ class MultiHeadAttention(nn.Module):
             heads = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0
             )  # (B, H, Tq, Dk)
+            heads = heads + 0.0 * q.sum(dim=-1, keepdim=True)  # NaN spreads from a query as in the unfused path
             weights = None
         return self.w_o(self.merge_heads(heads)), weights  # (B, Tq, D), (B, H, Tq, Tk) | None
 

@@ -95,14 +95,16 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     run.add_argument("--clip-norm", type=float, default=1.0, help="clip the gradient norm to this; 0: no clipping "
                                                                   "(default: 1.0)")
     run.add_argument("--target", type=float,
-                     help="stop once the validation exact match (0-1) or BLEU reaches this; 0: never"
+                     help="stop once the validation exact match (a fraction in (0, 1], dates) or BLEU (multi30k, "
+                          "text) reaches this; 0: never"
                           + _recipe("target"))
     run.add_argument("--eval-sentences", type=int, help="validation (after each epoch) and test (at the end) "
                                                         "sentences translated for the quality figure (default: all)")
     run.add_argument("--seed", type=int, default=0, help="seed of initialisation, dropout and batch order (default: 0)")
     files = p.add_argument_group("output")
-    files.add_argument("--out", help="output folder for checkpoints, log.jsonl, loss.png, tokenizer.json "
-                                     "(default: runs/<dataset>)")
+    files.add_argument("--out", help="output folder for checkpoints, log.jsonl, loss.png, tokenizer.json; a "
+                                     "folder holding other files is refused without --overwrite (default: "
+                                     "runs/<dataset>; with --resume FILE_OR_FOLDER, that run's folder)")
     files.add_argument("--resume", nargs="?", const="auto", help="continue from the newest checkpoint of --out, or "
                                                                  "of the given checkpoint file or run folder; "
                                                                  "not with --overwrite")
@@ -126,7 +128,10 @@ class _Renamed(io.TextIOBase):
         self.stream = stream
 
     def write(self, text: str) -> int:
-        self.stream.write(text.replace("python -m minitransformer.grading", "python -m minitransformer grade"))
+        # "python -m minitransformer.grading grade X" (the grader's own name for it) is "python -m minitransformer grade X".
+        for name in ("python -m minitransformer.grading grade", "python -m minitransformer.grading"):
+            text = text.replace(name, "python -m minitransformer grade")
+        self.stream.write(text)
         return len(text)
 
     def flush(self) -> None:
@@ -154,8 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_arguments(train)
     translate = commands.add_parser("translate", help="translate sentences with a trained checkpoint",
                                     description="Translate with greedy decoding or beam search (--beam 4); "
-                                    "reads lines from standard input (UTF-8) when no text is given. Empty "
-                                    "sentences are refused; input unlike the training data (unknown characters; "
+                                    "reads lines from standard input (UTF-8) when no text is given. An empty "
+                                    "sentence argument is refused; an empty line of standard input is skipped with "
+                                    "a note (and an empty output line). A translation that reaches its length limit "
+                                    "without an end token is called unreliable on standard error, a loop at its end "
+                                    "cut. Input unlike the training data (unknown characters; "
                                     "for a dates model, not a full date of its source locale or a year outside "
                                     "1900-2099) is translated with a warning on standard error.")
     translate.add_argument("text", nargs="*", help="sentences to translate (default: lines of standard input)")
@@ -213,7 +221,8 @@ _NOT_RESUMED = {"overwrite": False}
 
 def _train_options(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Any, dict[str, Any] | None, Path | None]:
     """The run's options; when resuming, also the checkpoint resumed from and its path."""
-    from .training import TrainOptions, latest_checkpoint, load_checkpoint
+    from .training import TrainOptions, load_checkpoint
+    from .training.checkpoint import REPLACED_RUN, checkpoint_to_resume, run_folder_of
 
     values = {k: v for k, v in vars(args).items() if k != "command"}
     if not args.resume:
@@ -226,9 +235,14 @@ def _train_options(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Any, 
     place = args.resume
     if place == "auto":
         place = args.out or f"runs/{args.dataset}"
-    path = latest_checkpoint(place)
+    path = checkpoint_to_resume(place)
     checkpoint = load_checkpoint(path)
-    values = {**checkpoint.get("options", {}), **_NOT_RESUMED, **given, "resume": str(path)}
+    # The run goes on in the folder its checkpoint is in now (renamed or moved since, perhaps),
+    # not in the one recorded in the checkpoint; a checkpoint that an interrupted --overwrite
+    # set aside is put back by the run, so the run resumes from its folder.
+    folder = run_folder_of(path)
+    resume = str(folder) if path.parent.name == REPLACED_RUN else str(path)
+    values = {**checkpoint.get("options", {}), "out": str(folder), **_NOT_RESUMED, **given, "resume": resume}
     return TrainOptions.from_dict(values), checkpoint, path
 
 
@@ -282,13 +296,23 @@ def _read_standard_input() -> list[str]:
     return [line.rstrip("\r") for line in text.split("\n")] if text else []
 
 
-def _check_sentences(sentences: list[str], from_stdin: bool) -> None:
-    if not sentences:
-        raise ValueError("nothing to translate: expected sentences as arguments or lines on standard input, got none")
-    for k, sentence in enumerate(sentences, 1):
-        if not sentence.strip():
-            where = f"line {k} of standard input" if from_stdin else f"sentence {k}"
-            raise ValueError(f"{where} is empty: expected text to translate")
+def _check_sentences(sentences: list[str], from_stdin: bool) -> list[int]:
+    """The positions of the sentences to translate.
+
+    An empty sentence given as an argument is refused; an empty line of standard input is
+    skipped with a note (its output line stays empty, so output lines match input lines).
+    """
+    blank = [k for k, sentence in enumerate(sentences) if not sentence.strip()]
+    if blank and not from_stdin:
+        raise ValueError(f"sentence {blank[0] + 1} is empty: expected text to translate")
+    if len(blank) == len(sentences):
+        got = f"{len(blank)} empty line(s)" if blank else "none"
+        raise ValueError(f"nothing to translate: expected sentences as arguments or lines on standard input, got {got}")
+    if blank:
+        shown = ", ".join(str(k + 1) for k in blank[:10]) + (" ..." if len(blank) > 10 else "")
+        print(f"minitransformer translate: note: line(s) {shown} of standard input are empty: skipped, with an "
+              "empty output line each so that output lines match input lines", file=sys.stderr)
+    return [k for k in range(len(sentences)) if k not in set(blank)]
 
 
 def _unfamiliar_input(sentences: list[str], tokenizer: Any, options: dict[str, Any]) -> list[str]:
@@ -328,7 +352,7 @@ def _unfamiliar_input(sentences: list[str], tokenizer: Any, options: dict[str, A
 def _run_translate(args: argparse.Namespace) -> int:
     import math
 
-    from .evaluation import translate_sentences
+    from .evaluation import translate_with_notes
     from .training import load_model
     from .utils import get_device
 
@@ -340,16 +364,44 @@ def _run_translate(args: argparse.Namespace) -> int:
                          f"got {args.extra_length}")
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be at least 1, got {args.batch_size}")
-    sentences = args.text or _read_standard_input()
-    _check_sentences(sentences, from_stdin=not args.text)
+    if args.beam < 1:
+        raise ValueError(f"--beam must be at least 1 (1 is greedy decoding), got {args.beam}")
+    lines = args.text or _read_standard_input()
+    kept = _check_sentences(lines, from_stdin=not args.text)
+    sentences = [lines[k] for k in kept]
     device = get_device(None if args.device == "auto" else args.device)
     model, tokenizer, checkpoint = load_model(args.checkpoint, device)
-    for warning in _unfamiliar_input(sentences, tokenizer, checkpoint.get("options", {})):
+    beam = _beam_size(args.beam, model, args.batch_size, max(len(tokenizer.encode(s)) for s in sentences),
+                      args.extra_length, device)
+    warnings = _unfamiliar_input(sentences, tokenizer, checkpoint.get("options", {}))
+    translations, notes = translate_with_notes(model, tokenizer, sentences, device, args.batch_size,
+                                               args.extra_length, beam_size=beam, alpha=args.alpha)
+    warnings += [f"sentence {k} ({sentence[:40]!r}): {note}; its translation is unreliable"
+                 for k, (sentence, note) in enumerate(zip(sentences, notes), 1) if note]
+    for warning in warnings:
         print(f"minitransformer translate: warning: {warning}", file=sys.stderr)
-    for line in translate_sentences(model, tokenizer, sentences, device, args.batch_size, args.extra_length,
-                                    beam_size=args.beam, alpha=args.alpha):
+    out = [""] * len(lines)
+    for k, line in zip(kept, translations):
+        out[k] = line
+    for line in out:
         print(line, flush=True)
     return 0
+
+
+def _beam_size(beam: int, model: Any, batch_size: int, longest: int, extra_length: int, device: Any) -> int:
+    """--beam, capped at the vocabulary size (no more distinct hypotheses exist), and refused if it cannot fit."""
+    from .decoding import beam_memory
+    from .utils import check_memory
+
+    vocab = model.config.tgt_vocab_size
+    if beam > vocab:
+        print(f"minitransformer translate: note: --beam {beam} is more than the {vocab} tokens of the vocabulary: "
+              f"using --beam {vocab}", file=sys.stderr)
+        beam = vocab
+    if beam > 1:
+        rows = min(batch_size, max(1, batch_size // beam)) * beam
+        check_memory(beam_memory(model.config, rows, longest, longest + extra_length), f"--beam {beam}", device)
+    return beam
 
 
 def _run_attention(args: argparse.Namespace) -> int:
@@ -363,9 +415,15 @@ def _run_attention(args: argparse.Namespace) -> int:
     _check_device(args.device)
     if not args.text.strip():
         raise ValueError("the source sentence is empty: expected text to draw the attention of")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise FileExistsError(f"--out {args.out} is a file: expected a folder for the PNG files (it is created "
+                              "if it does not exist)")
     device = get_device(None if args.device == "auto" else args.device)
     model, tokenizer, _ = load_model(args.checkpoint, device)
     attention = sentence_attention(model, tokenizer, args.text, args.target, device)
+    if attention.note:
+        print(f"minitransformer attention: warning: the model's translation is unreliable: {attention.note}",
+              file=sys.stderr)
     paths = save_attention_maps(attention, args.out, tuple(args.kinds))
     print(f"{args.text}  ->  {attention.translation}")
     print(f"wrote {len(paths)} figures to {args.out}: {', '.join(p.name for p in paths)}")
@@ -410,7 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Args:
         argv: the arguments after the program name (default: ``sys.argv[1:]``).
     """
-    from .training import CheckpointError
+    from .training import CheckpointError, DivergedError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["grade"]:
@@ -430,7 +488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "attention":
             return _run_attention(args)
         return _run_average(args)
-    except (CheckpointError, OSError, TypeError, ValueError) as error:
+    except (CheckpointError, DivergedError, MemoryError, OSError, TypeError, ValueError) as error:
         print(f"minitransformer {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

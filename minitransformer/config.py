@@ -88,6 +88,20 @@ class TransformerConfig:
         """Width of one attention head (d_k = d_v = d_model / h)."""
         return self.d_model // self.n_heads
 
+    def weight_counts(self) -> dict[str, int]:
+        """Numbers of weights (approximately: biases and LayerNorms left out), by what sets them.
+
+        Returns:
+            ``{"vocabulary": ..., "positions": ..., "layers": ...}``: the embedding and output
+            matrices, the positional table (a buffer), the two stacks.
+        """
+        d = self.d_model
+        tables = 1 if self.tie_embeddings else 3
+        vocabulary = d * max(self.src_vocab_size, self.tgt_vocab_size) * tables
+        layers = (self.n_encoder_layers * (4 * d * d + 2 * d * self.d_ff)
+                  + self.n_decoder_layers * (8 * d * d + 2 * d * self.d_ff))
+        return {"vocabulary": vocabulary, "positions": self.max_len * d, "layers": layers}
+
     def to_dict(self) -> dict[str, Any]:
         """Plain dict, safe to store in a checkpoint and load with ``weights_only=True``."""
         return asdict(self)

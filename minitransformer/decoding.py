@@ -8,7 +8,9 @@ Both paths mask the generated prefix with the causal mask alone (a generated tok
 never padding), so they give the same tokens whatever ``banned_ids`` allows.
 
 Every argument is checked before the first step: token ids inside the target
-vocabulary, a start token other than the pad id, lengths within the positional table.
+vocabulary, a start token other than the pad id, lengths within the positional table, no
+source row made only of padding (it has nothing to translate); a beam search too large for
+the device's memory is refused, and a beam wider than the vocabulary is cut to it.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ import torch
 from torch import Tensor
 
 from .cache import DecoderCache
+from .config import TransformerConfig
 from .masks import make_causal_mask, make_padding_mask
 from .model import Transformer
+from .utils import check_memory
 
 
 def _next_logits(model: Transformer, ys: Tensor, memory: Tensor, src_mask: Tensor,
@@ -68,6 +72,11 @@ def _prepare(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None,
         shape = tuple(src.shape) if isinstance(src, Tensor) else type(src).__name__
         raise ValueError(f"src must be token ids of shape (B, S), got shape {shape}")
     vocab, pad_id = model.config.tgt_vocab_size, model.config.pad_id
+    empty = (src == pad_id).all(dim=1).nonzero().flatten().tolist() if src.numel() else []
+    if empty or src.size(1) == 0:
+        rows = ", ".join(map(str, empty[:5])) + (" ..." if len(empty) > 5 else "") if empty else "every row"
+        raise ValueError(f"src row(s) {rows} hold only padding (pad_id={pad_id}): there is no source to translate; "
+                         "leave such rows out of the batch")
     in_vocab = f" (a token id of the target vocabulary, tgt_vocab_size={vocab})"
     _check_int(bos_id, "bos_id", 0, vocab, in_vocab)
     if eos_id is not None:
@@ -139,9 +148,32 @@ def greedy_decode(model: Transformer, src: Tensor, max_len: int, bos_id: int, eo
     return ys
 
 
+def _check_alpha(alpha: object) -> float:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise TypeError(f"alpha must be a float, got {type(alpha).__name__} {alpha!r}")
+    if not math.isfinite(alpha) or alpha < 0:
+        raise ValueError(f"alpha, the length penalty exponent, must be a finite number >= 0 (paper: 0.6), got {alpha}")
+    return float(alpha)
+
+
 def length_penalty(length: Tensor | int, alpha: float) -> Tensor:
-    """lp(Y) = ((5 + |Y|) / 6) ** alpha, the length normalisation of Wu et al. (2016) used by the paper."""
+    """lp(Y) = ((5 + |Y|) / 6) ** alpha, the length normalisation of Wu et al. (2016) used by the paper.
+
+    ``alpha`` must be a finite number >= 0 (a NaN would make every score NaN).
+    """
+    _check_alpha(alpha)
     return ((5.0 + torch.as_tensor(length, dtype=torch.float32)) / 6.0) ** alpha
+
+
+def beam_memory(config: TransformerConfig, rows: int, src_len: int, out_len: int) -> int:
+    """Bytes that beam search over ``rows`` = sentences x beam hypotheses takes at most (float32).
+
+    The encoder output and cross-attention keys and values (S positions), the decoder's
+    self-attention cache (up to ``out_len`` positions) and the scores of every next token.
+    """
+    d, layers = config.d_model, config.n_decoder_layers
+    per_row = d * src_len * (1 + 2 * layers) + 2 * layers * d * out_len + 4 * config.tgt_vocab_size
+    return 4 * rows * per_row
 
 
 @torch.no_grad()
@@ -163,7 +195,8 @@ def beam_search(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None
         src: source ids (B, S); padding must use the model's pad id.
         bos_id: start token; must differ from the pad id.
         eos_id: end token, or None: then every hypothesis runs to the maximum length.
-        beam_size: hypotheses kept per sentence (paper: 4).
+        beam_size: hypotheses kept per sentence (paper: 4); more than the vocabulary size
+            is cut to it, and a search that cannot fit in the device's memory is refused.
         alpha: length penalty exponent, finite and >= 0 (paper: 0.6).
         max_extra_len: maximum output length beyond the source length (paper: 50); this
             default limit is cut to the positional table, ``config.max_len``.
@@ -180,12 +213,11 @@ def beam_search(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None
     banned = _prepare(model, src, bos_id, eos_id, banned_ids)
     _check_int(beam_size, "beam_size", 1)
     _check_int(max_extra_len, "max_extra_len", 0)
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-        raise TypeError(f"alpha must be a float, got {type(alpha).__name__} {alpha!r}")
-    if not math.isfinite(alpha) or alpha < 0:
-        raise ValueError(f"alpha, the length penalty exponent, must be a finite number >= 0 (paper: 0.6), got {alpha}")
+    _check_alpha(alpha)
     if max_len is not None:
         _check_max_len(model, max_len)
+    # No more hypotheses than tokens: each step ranks beam x vocabulary candidates anyway.
+    beam_size = min(beam_size, model.config.tgt_vocab_size)
     pad_id = model.config.pad_id
     if src_mask is None:
         src_mask = make_padding_mask(src, pad_id)
@@ -194,6 +226,8 @@ def beam_search(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None
     limits = limits.clamp(min=1, max=model.config.max_len)  # the decoder reads at most the positional table
     longest = int(limits.max())
     batch, k, device = src.size(0), beam_size, src.device
+    check_memory(beam_memory(model.config, batch * k, src.size(1), longest),
+                 f"beam_size={k} for {batch} sentence(s) of up to {src.size(1)} tokens", device)
 
     memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)  # (B*K, S, D)
     src_mask = src_mask.repeat_interleave(k, dim=0)  # (B*K, 1, 1, S)

@@ -62,6 +62,56 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
 
 METRICS = {"exact_match": exact_match, "bleu": bleu}
 
+#: An output that ends in the same group of at most this many tokens ...
+LOOP_PERIOD = 4
+#: ... repeated at least this many times, without an end token, is a loop (see :func:`cut_loop`).
+LOOP_REPEATS = 3
+
+
+def check_source_length(model: Transformer, ids: Sequence[int], what: str) -> None:
+    """Refuse a source longer than the model's positional table, naming ``what`` ("sentence 3")."""
+    longest = model.config.max_len
+    if len(ids) > longest:
+        raise ValueError(f"{what} has {len(ids)} tokens but the model reads at most max_len={longest} "
+                         "(the length of its positional table); shorten or split it")
+
+
+def output_limit(model: Transformer, source_length: int, extra_length: int) -> int:
+    """Most tokens generated for a source of ``source_length`` tokens (paper: source + 50), within the table."""
+    return min(source_length + extra_length, model.config.max_len - 1)
+
+
+def cut_loop(ids: Sequence[int], eos_id: int, limit: int) -> tuple[list[int], str | None]:
+    """The generated ids of one output, and a note when the output is unreliable.
+
+    An output without the end token stopped only at its length limit: decoding failed to
+    finish, which happens on input unlike the training data. If it ends in a loop (a group
+    of up to :data:`LOOP_PERIOD` tokens repeated :data:`LOOP_REPEATS` times or more), the
+    repetitions after the first are cut, as if decoding had stopped when the loop began.
+
+    Args:
+        ids: the output ids after the start token (an end token and padding may follow).
+        eos_id: the end token.
+        limit: the length limit that decoding had.
+
+    Returns:
+        ``(ids, note)``: the ids up to the end token (or the cut), and None or the reason
+        the output is unreliable.
+    """
+    ids = list(ids)
+    if eos_id in ids:
+        return ids[: ids.index(eos_id) + 1], None
+    note = f"no end token within its limit of {limit} tokens"
+    for period in range(1, LOOP_PERIOD + 1):
+        unit = ids[len(ids) - period:]
+        repeats = 0
+        while len(ids) >= (repeats + 1) * period and ids[len(ids) - (repeats + 1) * period:][:period] == unit:
+            repeats += 1
+        if repeats >= LOOP_REPEATS:
+            kept = len(ids) - (repeats - 1) * period
+            return ids[:kept], f"{note}: it repeated a group of {period} token(s) {repeats} times, cut after the first"
+    return ids, note
+
 
 @torch.no_grad()
 def translate_sentences(
@@ -93,6 +143,30 @@ def translate_sentences(
     Returns:
         The detokenized translations, in the order of ``sentences``.
     """
+    return translate_with_notes(model, tokenizer, sentences, device, batch_size, extra_length, beam_size,
+                                alpha, cut_loops=False)[0]
+
+
+@torch.no_grad()
+def translate_with_notes(
+    model: Transformer,
+    tokenizer: SharedTokenizer,
+    sentences: Sequence[str],
+    device: torch.device | str | None = None,
+    batch_size: int = 64,
+    extra_length: int = EXTRA_LENGTH,
+    beam_size: int = 1,
+    alpha: float = 0.6,
+    cut_loops: bool = True,
+) -> tuple[list[str], list[str | None]]:
+    """:func:`translate_sentences`, and for each sentence None or why its translation is unreliable.
+
+    A translation is unreliable when decoding reached the length limit without the end token
+    (see :func:`cut_loop`); with ``cut_loops`` a repetition loop at its end is cut.
+
+    Returns:
+        ``(translations, notes)``, both in the order of ``sentences``.
+    """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     if beam_size < 1:
@@ -103,12 +177,10 @@ def translate_sentences(
     encoded = tokenizer.encode_batch(list(sentences))  # source ids end with eos, as in training
     longest = model.config.max_len
     for k, ids in enumerate(encoded):
-        if len(ids) > longest:
-            raise ValueError(
-                f"sentence {k} has {len(ids)} tokens but the model reads at most max_len={longest}"
-            )
+        check_source_length(model, ids, f"sentence {k}")
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     out: list[str] = [""] * len(encoded)
+    notes: list[str | None] = [None] * len(encoded)
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
         width = max(len(encoded[i]) for i in chunk)
@@ -123,5 +195,7 @@ def translate_sentences(
                              alpha=alpha, max_extra_len=extra_length)  # (B, 1 + L)
         for row, ids in zip(chunk, ys.tolist()):
             # Each sentence's own limit, so the result does not depend on its batch-mates.
-            out[row] = tokenizer.decode(ids[: 1 + min(len(encoded[row]) + extra_length, longest - 1)])
-    return out
+            limit = output_limit(model, len(encoded[row]), extra_length)
+            kept, notes[row] = cut_loop(ids[1 : 1 + limit], tokenizer.eos_id, limit)
+            out[row] = tokenizer.decode(kept if cut_loops else ids[1 : 1 + limit])
+    return out, notes

@@ -16,8 +16,10 @@ import torch
 
 from .data import SharedTokenizer
 from .decoding import greedy_decode
+from .evaluation import check_source_length, cut_loop, output_limit
 from .model import Transformer
 from .plotting import plot_attention_heads
+from .utils import writable_folder
 
 #: The three kinds of attention, as named by :meth:`Transformer.attention_maps`, with a title each.
 KINDS = {
@@ -40,12 +42,16 @@ class SentenceAttention:
         src_tokens: S labels of the source tokens (keys of the encoder and of cross-attention).
         tgt_tokens: T labels of the decoder's input tokens, starting with the start token.
         translation: the target text (given, or the model's greedy translation).
+        note: None, or why the model's own translation is unreliable (it reached its length
+            limit without an end token; a loop at its end is cut, see
+            :func:`~minitransformer.evaluation.cut_loop`).
     """
 
     maps: dict[str, list[torch.Tensor]]
     src_tokens: list[str]
     tgt_tokens: list[str]
     translation: str
+    note: str | None = None
 
     def labels(self, kind: str) -> tuple[list[str], list[str]]:
         """(query labels, key labels) of one kind of attention."""
@@ -74,7 +80,8 @@ def sentence_attention(model: Transformer, tokenizer: SharedTokenizer, source: s
         target: the target sentence fed to the decoder; by default the model's own greedy
             translation, so the maps show what it attended to while translating.
         device: where to run (default: the model's device).
-        max_extra_len: greedy translation length beyond the source length.
+        max_extra_len: greedy translation length beyond the source length (as for
+            :func:`~minitransformer.evaluation.translate_sentences`, cut to the positional table).
 
     Returns:
         A :class:`SentenceAttention` holding (H, Tq, Tk) maps per layer and the labels.
@@ -83,14 +90,20 @@ def sentence_attention(model: Transformer, tokenizer: SharedTokenizer, source: s
         device = next(model.parameters()).device
     model.eval()
     src_ids = tokenizer.encode(source)  # ends with eos, as in training
+    check_source_length(model, src_ids, "the source sentence")
     src = torch.tensor([src_ids], device=device)  # (1, S)
+    note = None
     if target is None:
-        out = greedy_decode(model, src, len(src_ids) + max_extra_len, tokenizer.bos_id, tokenizer.eos_id)
-        tgt_ids = [i for i in out[0].tolist() if i != tokenizer.pad_id]
-        if tgt_ids[-1] == tokenizer.eos_id:
-            tgt_ids = tgt_ids[:-1]  # the decoder's inputs: start token and the words, not the end token
+        limit = output_limit(model, len(src_ids), max_extra_len)
+        out = greedy_decode(model, src, limit, tokenizer.bos_id, tokenizer.eos_id)
+        generated, note = cut_loop(out[0, 1:].tolist(), tokenizer.eos_id, limit)
+        tgt_ids = [tokenizer.bos_id] + [i for i in generated if i != tokenizer.eos_id]
+        # the decoder's inputs: start token and the words, not the end token
     else:
         tgt_ids = [tokenizer.bos_id] + tokenizer.encode(target, add_eos=False)
+        if len(tgt_ids) > model.config.max_len:
+            raise ValueError(f"--target has {len(tgt_ids)} tokens with the start token, but the model reads at "
+                             f"most max_len={model.config.max_len} (the length of its positional table)")
     tgt = torch.tensor([tgt_ids], device=device)  # (1, T)
     maps = model.attention_maps(src, tgt)
     return SentenceAttention(
@@ -98,6 +111,7 @@ def sentence_attention(model: Transformer, tokenizer: SharedTokenizer, source: s
         src_tokens=_labels(tokenizer, src_ids),
         tgt_tokens=_labels(tokenizer, tgt_ids),
         translation=target if target is not None else tokenizer.decode(tgt_ids),
+        note=note,
     )
 
 
@@ -117,8 +131,7 @@ def save_attention_maps(attention: SentenceAttention, out_dir: str | Path, kinds
     unknown = set(kinds) - set(KINDS)
     if unknown:
         raise ValueError(f"kinds must be among {sorted(KINDS)}, got {sorted(unknown)}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = writable_folder(out_dir, "the folder for the attention maps")
     written = []
     for kind in kinds:
         queries, keys = attention.labels(kind)

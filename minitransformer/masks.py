@@ -22,6 +22,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .utils import check_memory
+
 
 def make_padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     """Mask that lets every query see the non-padding keys of its own sentence.
@@ -50,6 +52,7 @@ def make_causal_mask(size: int, device: torch.device | str | None = None) -> Ten
     """
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"size must be a positive integer sequence length, got {size!r}")
+    check_memory(size * size, f"make_causal_mask(size={size:,}) (a {size:,} x {size:,} bool mask)", device)
     return torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]  # (1, 1, T, T)
 
 

@@ -13,6 +13,7 @@ from .config import TransformerConfig
 from .embeddings import PositionalEncoding, TokenEmbedding
 from .layers import DecoderLayer, EncoderLayer, LayerNorm
 from .masks import check_mask, make_padding_mask, make_target_mask
+from .utils import check_memory
 
 
 class Encoder(nn.Module):
@@ -99,6 +100,19 @@ def xavier_init(module: nn.Module) -> None:
             nn.init.zeros_(p)
 
 
+def _check_fits(c: TransformerConfig) -> None:
+    """Refuse, before allocating, a model whose float32 weights alone exceed the memory (not on "meta")."""
+    device = torch.get_default_device()
+    if device.type == "meta":
+        return
+    counts = c.weight_counts()
+    blame = {"vocabulary": f"vocabulary size {max(c.src_vocab_size, c.tgt_vocab_size):,} x d_model={c.d_model:,}",
+             "positions": f"max_len={c.max_len:,} x d_model={c.d_model:,}",
+             "layers": f"d_model={c.d_model:,}, d_ff={c.d_ff:,} and {c.n_encoder_layers}+{c.n_decoder_layers} layers"}
+    check_memory(4 * sum(counts.values()), f"a Transformer with {blame[max(counts, key=counts.get)]} (its weights)",
+                 device)
+
+
 class Transformer(nn.Module):
     """The encoder-decoder Transformer of "Attention Is All You Need".
 
@@ -120,6 +134,7 @@ class Transformer(nn.Module):
             raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
         self.config = config
         c = config
+        _check_fits(c)
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model)
         self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model)
         self.positional = PositionalEncoding(c.d_model, c.max_len, c.dropout)

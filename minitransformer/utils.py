@@ -41,14 +41,96 @@ def set_seed(seed: int) -> None:
     """Seed Python's, NumPy's and PyTorch's (CPU and all GPUs) random generators.
 
     Args:
-        seed: any non-negative integer.
+        seed: an integer in [0, 2**64) (PyTorch's generator holds 64 bits).
     """
-    if not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    check_seed(seed)
     os.environ["PYTHONHASHSEED"] = str(seed)
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+#: Largest seed PyTorch's generator takes, plus one.
+SEED_LIMIT = 2**64
+
+
+def check_seed(seed: object, name: str = "seed") -> int:
+    """``seed`` itself if it is an int in [0, 2**64), else one clear error naming ``name``."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"{name} must be an integer, got {type(seed).__name__} {seed!r}")
+    if not 0 <= seed < SEED_LIMIT:
+        shown = f"{seed}" if len(str(seed)) <= 30 else f"a {len(str(abs(seed)))}-digit number"
+        raise ValueError(f"{name} must be an integer in [0, 2**64) (PyTorch's generator holds 64 bits), got {shown}")
+    return seed
+
+
+def check_memory(nbytes: float, what: str, device: torch.device | str | None = None) -> None:
+    """Refuse, with one line, an allocation larger than the device's whole memory.
+
+    Args:
+        nbytes: bytes the allocation would take.
+        what: the argument that asks for it and its value ("d_model=65536"), for the message.
+        device: where it would go (default: the CPU's RAM).
+
+    Raises:
+        MemoryError: naming ``what``, the memory needed and the memory the device has.
+    """
+    device = torch.device(device if device is not None else "cpu")
+    total = _memory_of(device)
+    if total is not None and nbytes > total:
+        raise MemoryError(f"{what} would need {_gib(nbytes)} of memory for this alone, more than the "
+                          f"{_gib(total)} this {device.type.upper()} has; choose a smaller value")
+
+
+def _memory_of(device: torch.device) -> int | None:
+    """Total memory of a device in bytes (None when it cannot be told)."""
+    try:
+        if device.type == "cuda":
+            return int(torch.cuda.get_device_properties(device).total_memory)
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError, RuntimeError, AssertionError):
+        return None
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:,.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:,.1f} MiB"
+
+
+def _disk_full(error: BaseException, folder: Path) -> int | None:
+    """The errno of a full disk behind ``error``, or None.
+
+    PyTorch's serializer reports a full disk as ``RuntimeError("[enforce fail at
+    inline_container.cc...] unexpected pos ...")`` with the OSError as its context; where
+    the context is lost, a serializer error in a folder with (almost) no free space counts too.
+    """
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and seen.errno in _FULL:
+            return seen.errno
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(error, RuntimeError) and ("inline_container" in str(error) or "write failed" in str(error)):
+        try:
+            space = os.statvfs(folder)
+        except (AttributeError, OSError):
+            return None
+        if space.f_bavail * space.f_frsize < 2**20:
+            return errno.ENOSPC
+    return None
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux allows."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], None],
@@ -74,10 +156,17 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None],
     path = Path(path)
     writable_folder(path.parent, f"the folder of {path.name}")
     try:
+        # The mode a plain open() would give (mkstemp's is 0600), or that of the file replaced.
+        mode = path.stat().st_mode & 0o777 if path.is_file() else 0o666 & ~_umask()
+    except OSError:
+        mode = 0o666 & ~_umask()
+    try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     except OSError as error:
         raise OutputError(f"cannot write {path}: {_reason(error, path.parent)}", error.errno) from error
     try:
+        if hasattr(os, "fchmod"):  # not on Windows before Python 3.13
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
@@ -85,13 +174,15 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None],
         if check is not None:
             check(Path(tmp))
         os.replace(tmp, path)
-    except OSError as error:
-        if error.errno not in _FULL:
+    except (OSError, RuntimeError) as error:
+        # torch.save reports a full disk as RuntimeError("... unexpected pos ..."), the OSError as its context.
+        code = _disk_full(error, path.parent)
+        if code is None:
             raise
         kept = f"; the previous {path.name} is unchanged" if path.exists() else ""
-        raise OutputError(f"disk full while writing {path} ({os.strerror(error.errno)}): the partial file "
+        raise OutputError(f"disk full while writing {path} ({os.strerror(code)}): the partial file "
                           f"{Path(tmp).name} was removed{kept}; free some space and try again",
-                          error.errno) from error
+                          code) from error
     finally:
         Path(tmp).unlink(missing_ok=True)
     return path

@@ -15,6 +15,9 @@ import torch
 
 from minitransformer import (MultiHeadAttention, Transformer, TransformerConfig, beam_search, greedy_decode,
                              make_padding_mask)
+from minitransformer.decoding import length_penalty
+from minitransformer.masks import make_causal_mask
+from minitransformer.training import LabelSmoothingLoss, label_smoothed_nll
 
 VOCAB, TABLE = 30, 16  # both vocabularies; positional table (config.max_len)
 VALID: dict[str, Any] = dict(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, d_model=32, n_heads=4, d_ff=64,
@@ -44,6 +47,11 @@ def beam(src: torch.Tensor = SRC, bos_id: int = 1, eos_id: int | None = 2, **kwa
 def attention(mask: torch.Tensor) -> Any:
     x = torch.randn(8, 10, 32)  # B == n_heads == 8
     return MultiHeadAttention(32, 8)(x, x, x, mask=mask)
+
+
+def mha(dtype: torch.dtype) -> Any:
+    x = torch.ones(2, 3, 32, dtype=dtype)
+    return MultiHeadAttention(32, 4)(x, x, x)
 
 
 def with_token(tokens: torch.Tensor, token: int) -> torch.Tensor:
@@ -107,6 +115,24 @@ CASES = [
     (beam, dict(max_extra_len=-5), ValueError, r"max_extra_len must be at least 0, got -5"),
     (greedy_decode, dict(model=torch.nn.Linear(2, 2), src=SRC, max_len=5, bos_id=1, eos_id=2), TypeError,
      r"model must be a minitransformer Transformer, got Linear"),
+    # Issue 19: sizes that cannot fit, padding-only sources, dtypes, NaN.
+    (greedy, dict(src=torch.tensor([[5, 6, 7], [0, 0, 0]])), ValueError,
+     r"src row\(s\) 1 hold only padding \(pad_id=0\): there is no source to translate"),
+    (beam, dict(src=torch.tensor([[0, 0, 0]])), ValueError, r"src row\(s\) 0 hold only padding"),
+    (length_penalty, dict(length=3, alpha=math.nan), ValueError, r"alpha, the length penalty exponent, must be a "
+     r"finite number >= 0 .*got nan"),
+    (make_causal_mask, dict(size=10**6), MemoryError, r"make_causal_mask\(size=1,000,000\) .* would need 931\.3 GiB"),
+    (Transformer, dict(config=config(src_vocab_size=2**33, tgt_vocab_size=2**33)), MemoryError,
+     r"vocabulary size 8,589,934,592 x d_model=32 .*would need 3,072\.0 GiB (of memory)?"),
+    (Transformer, dict(config=config(d_model=65536, n_heads=2)), MemoryError,
+     r"d_model=65,536, d_ff=64 and 1\+1 layers .*would need \d+\.\d GiB"),
+    (mha, dict(dtype=torch.float64), TypeError, r"query has dtype torch\.float64 but the layer's weights are "
+     r"torch\.float32: convert the input with \.to\(torch\.float32\), or the layer with \.to\(torch\.float64\)"),
+    (mha, dict(dtype=torch.int64), TypeError, r"query must be a floating-point tensor .* got dtype torch\.int64"),
+    (LabelSmoothingLoss, dict(epsilon=0.1, pad_id=-1), ValueError,
+     r"pad_id must be a token id >= 0, or None when the targets hold no padding, got -1"),
+    (label_smoothed_nll, dict(logits=torch.zeros(2, 5), target=torch.tensor([1, 2]), pad_id=5), ValueError,
+     r"pad_id must be a token id in \[0, 5\) \(the logits have V=5\), or None"),
 ]
 
 
@@ -129,3 +155,27 @@ def test_the_valid_calls_of_the_table_work():
     assert greedy(max_len=TABLE, eos_id=None).shape == (4, 1 + TABLE)
     assert TransformerConfig.from_dict(config().to_dict()) == config()
     assert config(dropout=0).dropout == 0  # an int is a fine float
+
+
+def test_beam_search_caps_the_beam_at_the_vocabulary() -> None:
+    src = SRC[:2]
+    assert torch.equal(beam(src=src, beam_size=10**8, max_len=5), beam(src=src, beam_size=VOCAB, max_len=5))
+
+
+def test_multi_head_attention_runs_in_float64_when_the_layer_does() -> None:
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(32, 4).eval()
+    x = torch.randn(2, 3, 32)
+    out, _ = layer.double()(x.double(), x.double(), x.double())
+    torch.testing.assert_close(out.float(), layer.float()(x, x, x)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_nan_spreads_from_a_query_in_both_attention_paths(need_weights: bool) -> None:
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(32, 4).eval()
+    x = torch.randn(1, 3, 32)
+    q = x.clone()
+    q[0, 0, 0] = float("nan")
+    out, _ = layer(q, x, x, need_weights=need_weights)
+    assert torch.isnan(out[0, 0]).all() and torch.isfinite(out[0, 1:]).all()  # as the docstring says

@@ -5,19 +5,23 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
 from minitransformer.__main__ import main
 from minitransformer.cli import build_parser
 from minitransformer.training import load_checkpoint, read_log
+from minitransformer.training.checkpoint import checkpoint_tokenizer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--train-size", "200", "--d-model", "16", "--n-heads", "2", "--d-ff", "32", "--layers", "1",
-        "--batch-tokens", "400", "--warmup", "10", "--eval-sentences", "8", "--show", "2", "--target", "2"]
+        "--batch-tokens", "400", "--warmup", "10", "--eval-sentences", "8", "--show", "2", "--target", "0"]
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +143,7 @@ def test_translate_with_beam_search(run_dir: Path, capsys: pytest.CaptureFixture
     assert main(["translate", "--checkpoint", last, "--beam", "4", *sentences]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
     assert main(["translate", "--checkpoint", last, "--beam", "0", *sentences]) == 2
-    assert "beam_size must be at least 1, got 0" in capsys.readouterr().err
+    assert "--beam must be at least 1 (1 is greedy decoding), got 0" in capsys.readouterr().err
 
 
 def test_test_split_is_scored_greedy_and_with_beam_4(run_dir: Path) -> None:
@@ -303,3 +307,88 @@ def test_languages_recorded_for_each_dataset() -> None:
     assert (multi30k.resolved().src_lang, multi30k.resolved().tgt_lang) == ("de", "en")  # the paper's direction
     assert TrainOptions(dataset="multi30k", tgt_lang="de").resolved().src_lang == "en"
     assert "threads" not in TrainOptions(threads=2).to_dict()  # per invocation: not inherited by --resume
+
+
+def test_a_blank_line_on_standard_input_is_skipped_with_a_note(run_dir: Path, capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    last = str(run_dir / "checkpoint-00000030.pt")
+    assert main(["translate", "--checkpoint", last, "Friday, January 14, 1944", "Monday, May 1, 2000"]) == 0
+    first, second = capsys.readouterr().out.splitlines()
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Friday, January 14, 1944\n\nMonday, May 1, 2000\n"))
+    assert main(["translate", "--checkpoint", last]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [first, "", second]  # output lines stay aligned with input lines
+    assert "line(s) 2 of standard input are empty: skipped" in captured.err
+
+
+def test_grade_help_names_each_command_once(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["grade", "--help"])
+    out = capsys.readouterr().out
+    assert "grade grade" not in out and "python -m minitransformer grade submissions/" in out
+
+
+def test_attention_and_translate_accept_the_same_long_sentence(run_dir: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    table = load_checkpoint(run_dir)["config"]["max_len"]
+    words = "Friday, March 3, 2023 " * 40
+    assert main(["translate", "--checkpoint", str(run_dir), words]) == 0
+    capsys.readouterr()
+    assert main(["attention", "--checkpoint", str(run_dir), words, "--out", str(tmp_path / "maps"),
+                 "--kinds", "encoder"]) == 0
+    err = capsys.readouterr().err
+    assert "max_len" not in err  # no talk of a length the user never gave
+    too_long = "Friday, March 3, 2023 " * table
+    for command in (["translate", "--checkpoint", str(run_dir), too_long],
+                    ["attention", "--checkpoint", str(run_dir), too_long, "--out", str(tmp_path / "maps")]):
+        assert main(command) == 2
+        assert re.search(rf"has \d+ tokens but the model reads at most max_len={table} \(the length of its "
+                         r"positional table\)", capsys.readouterr().err)
+
+
+def test_an_output_that_never_ends_is_cut_and_called_unreliable(run_dir: Path, capsys: pytest.CaptureFixture[str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import minitransformer.evaluation as evaluation
+
+    real = evaluation.greedy_decode
+
+    def looping(model: Any, src: torch.Tensor, max_len: int, bos_id: int, eos_id: int, **kwargs: Any) -> Any:
+        # A model stuck on a two-token group ("Friday ,"), as a 450-token input made one do.
+        out = real(model, src, max_len, bos_id, eos_id, **kwargs)
+        group = torch.tensor([5, 6]).repeat(max_len)[:max_len]
+        return torch.cat([out[:, :1], group.expand(src.size(0), -1)], dim=1)
+
+    monkeypatch.setattr(evaluation, "greedy_decode", looping)
+    assert main(["translate", "--checkpoint", str(run_dir), "Friday, March 3, 3023"]) == 0
+    captured = capsys.readouterr()
+    assert "no end token within its limit of" in captured.err and "repeated a group of 2 token(s)" in captured.err
+    assert "its translation is unreliable" in captured.err
+    tokenizer = checkpoint_tokenizer(load_checkpoint(run_dir))
+    assert captured.out.strip() == tokenizer.decode([5, 6]).strip()  # the loop cut after its first group
+
+
+def test_cut_loop_keeps_ended_outputs_and_cuts_loops() -> None:
+    from minitransformer.evaluation import cut_loop
+
+    assert cut_loop([7, 8, 9, 2, 0], eos_id=2, limit=5) == ([7, 8, 9, 2], None)
+    assert cut_loop([7, 1, 1, 1, 1], eos_id=2, limit=5)[0] == [7, 1]
+    ids, note = cut_loop([7, 8, 9, 4], eos_id=2, limit=4)
+    assert ids == [7, 8, 9, 4] and note == "no end token within its limit of 4 tokens"
+
+
+def test_a_huge_beam_is_capped_at_the_vocabulary(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    vocab = load_checkpoint(run_dir)["config"]["tgt_vocab_size"]
+    assert main(["translate", "--checkpoint", str(run_dir), "--beam", "100000", "--batch-size", "1",
+                 "Friday, March 3, 2023"]) == 0
+    assert f"--beam 100000 is more than the {vocab} tokens of the vocabulary: using --beam {vocab}" in \
+        capsys.readouterr().err
+
+
+def test_the_cpu_estimate_uses_the_real_batch_not_the_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    # 200 dates fit in one batch of a few thousand tokens, whatever the budget: the run is small.
+    assert main(["train", *TINY, "--batch-tokens", str(10**12), "--max-steps", "1", "--device", "cpu",
+                 "--test-beam", "1", "--out", str(tmp_path / "run")]) == 0
+    assert "per step" not in capsys.readouterr().err

@@ -224,3 +224,9 @@ def test_parse_long_date_recognises_only_what_the_dataset_writes() -> None:
     assert parse_long_date("Monday, November 21, 2026") is None  # the wrong weekday
     assert parse_long_date("2026-11-21") is None and parse_long_date("") is None and parse_long_date("中文") is None
     assert parse_long_date(date_pair(datetime.date(1066, 10, 14), "en_US")[0]) == datetime.date(1066, 10, 14)
+
+
+def test_read_lines_drops_a_utf8_byte_order_mark(tmp_path: Path) -> None:
+    path = tmp_path / "bom.de"
+    path.write_bytes("\ufeffein Haus\nzwei Häuser\n".encode("utf-8"))
+    assert read_lines(path) == ["ein Haus", "zwei Häuser"]

@@ -110,3 +110,31 @@ def test_clear_errors() -> None:
         LabelSmoothingLoss(1.0)
     with pytest.raises(ValueError, match="reduction must be"):
         LabelSmoothingLoss(reduction="avg")
+
+
+@pytest.mark.parametrize("pad_logit", [float("-inf"), -1e30])
+def test_a_padding_logit_of_minus_infinity_or_very_negative_is_exact(pad_logit: float) -> None:
+    # p(pad) = 0 then, so the loss equals torch's over the other V - 1 columns with eps spread over V - 2.
+    torch.manual_seed(0)
+    logits = torch.randn(2, 4, 9)
+    logits[..., PAD] = pad_logit
+    target = torch.tensor([[3, 4, 5, 0], [6, 7, 0, 0]])
+    ours = LabelSmoothingLoss(0.1, PAD)(logits, target)
+    keep = target != PAD
+    V = logits.size(-1)
+    theirs = F.cross_entropy(logits[keep][:, 1:], target[keep] - 1, label_smoothing=0.1 * (V - 1) / (V - 2))
+    assert torch.isfinite(ours)
+    torch.testing.assert_close(ours, theirs)
+    logits.requires_grad_(True)
+    LabelSmoothingLoss(0.1, PAD)(logits, target).backward()
+    assert torch.isfinite(logits.grad).all()
+
+
+def test_pad_id_none_counts_every_position_and_smooths_over_all_other_tokens() -> None:
+    torch.manual_seed(0)
+    logits = torch.randn(5, 7)
+    target = torch.tensor([0, 1, 2, 3, 6])  # id 0 is a real class here
+    V = logits.size(-1)
+    expected = F.cross_entropy(logits, target, label_smoothing=0.1 * V / (V - 1))
+    torch.testing.assert_close(LabelSmoothingLoss(0.1, pad_id=None)(logits, target), expected)
+    assert label_smoothed_nll(logits, target, 0.1, None)[2] == 5

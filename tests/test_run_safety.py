@@ -116,7 +116,8 @@ def test_resuming_from_an_earlier_checkpoint_moves_the_later_ones_aside(tmp_path
     capsys.readouterr()
     again = train(_options(tmp_path, max_steps=6, save_every=2, resume=str(tmp_path / "checkpoint-00000004.pt")))
     aside = tmp_path / ".after-step-00000004"
-    assert f"file(s) of steps after 4, the step resumed from, to {aside}" in capsys.readouterr().out
+    assert (f"resuming from step 4: moved 1 file(s) of later steps and a copy of log.jsonl and loss.png (with the "
+            f"records of later steps) to {aside}") in capsys.readouterr().out
     _same_weights(aside / "checkpoint-00000006.pt", again.checkpoint)  # kept, and the same run again
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*.pt")) == [
         "checkpoint-00000002.pt", "checkpoint-00000004.pt", "checkpoint-00000006.pt"]
@@ -312,3 +313,206 @@ def test_a_full_disk_during_a_checkpoint_keeps_the_previous_one(tmp_path: Path,
         train(_options(tmp_path, max_steps=6, save_every=2))
     assert load_checkpoint(tmp_path)["step"] == 2
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
+
+
+# --- the folder a run writes into (issue 19) ------------------------------------------
+def test_a_folder_that_is_not_a_run_is_refused_without_overwrite(tmp_path: Path) -> None:
+    mine = {"tokenizer.json": b"my own tokenizer", "log.jsonl": b"my own notes\n", "loss.png": b"my figure"}
+    for name, data in mine.items():
+        (tmp_path / name).write_bytes(data)
+    with pytest.raises(FileExistsError, match=r"is not empty \(log\.jsonl, loss\.png, tokenizer\.json\) and holds no "
+                                              r"run .* pass --overwrite"):
+        train(_options(tmp_path, max_steps=1))
+    assert _snapshot(tmp_path) == mine  # untouched, and no lock left
+    train(_options(tmp_path, max_steps=1, overwrite=True))  # asked for: the files are replaced
+    assert (tmp_path / "log.jsonl").read_bytes() != mine["log.jsonl"]
+
+
+def test_a_resume_writes_only_into_its_own_run(tmp_path: Path) -> None:
+    run_a, run_b = tmp_path / "a", tmp_path / "b"
+    train(_options(run_a, max_steps=2))
+    train(_options(run_b, max_steps=2, seed=1))
+    before = _snapshot(run_b)
+    with pytest.raises(FileExistsError, match=r"belongs to the run in .*a, but --out .*b holds other files.* a resume "
+                                              r"writes only into the run it resumes"):
+        train(_options(run_b, max_steps=4, resume=str(run_a / "checkpoint-00000002.pt")))
+    assert _snapshot(run_b) == before
+    # Into a new folder it is a new run that continues from the checkpoint; run A is left alone.
+    a_before = _snapshot(run_a)
+    branch = train(_options(tmp_path / "branch", max_steps=3, resume=str(run_a / "checkpoint-00000002.pt")))
+    assert branch.step == 3 and _snapshot(run_a) == a_before
+
+
+def test_a_renamed_run_folder_resumes_in_its_new_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    assert main(["train", *_cli(max_steps=2), "--out", str(old)]) == 0
+    old.rename(new)
+    old.mkdir()  # a new run took the old name meanwhile
+    (old / "notes.txt").write_text("another run's files")
+    assert main(["train", "--resume", str(new / "checkpoint-00000002.pt"), "--max-steps", "3"]) == 0
+    assert [p.name for p in old.iterdir()] == ["notes.txt"]
+    assert load_checkpoint(new)["step"] == 3 and (new / "checkpoint-00000003.pt").is_file()
+    assert main(["train", "--resume", str(new), "--max-steps", "4"]) == 0  # the folder itself
+    assert load_checkpoint(new)["step"] == 4
+
+
+def _cli(**changes: Any) -> list[str]:
+    values = {**TINY, **changes}
+    values.pop("target")
+    values.pop("dataset")
+    return [a for key, value in values.items() for a in (f"--{key.replace('_', '-')}", str(value))]
+
+
+def test_resuming_an_older_checkpoint_moves_the_later_log_aside(tmp_path: Path) -> None:
+    train(_options(tmp_path, max_steps=6, save_every=2))
+    log_before = (tmp_path / "log.jsonl").read_bytes()
+    assert any(r["event"] == "test" for r in read_log(tmp_path / "log.jsonl"))
+    train(_options(tmp_path, max_steps=6, save_every=2, resume=str(tmp_path / "checkpoint-00000002.pt")))
+    aside = tmp_path / ".after-step-00000002"
+    assert (aside / "log.jsonl").read_bytes() == log_before  # the test score of the first end included
+    assert (aside / "loss.png").is_file() and (aside / "checkpoint-00000006.pt").is_file()
+    # A second resume from the same step keeps the first folder as it was.
+    train(_options(tmp_path, max_steps=6, save_every=2, resume=str(tmp_path / "checkpoint-00000002.pt")))
+    assert (aside / "log.jsonl").read_bytes() == log_before and (tmp_path / ".after-step-00000002-2").is_dir()
+
+
+def test_an_averaged_checkpoint_is_refused_before_anything_moves(tmp_path: Path) -> None:
+    from minitransformer.training import CheckpointError, atomic_torch_save, average_checkpoints
+
+    train(_options(tmp_path, max_steps=4, save_every=2))
+    atomic_torch_save(average_checkpoints([tmp_path / "checkpoint-00000002.pt"]), tmp_path / "averaged.pt")
+    before = _snapshot(tmp_path)
+    with pytest.raises(CheckpointError, match=r"averaged\.pt \(an averaged checkpoint\) holds no optimizer or "
+                                              r"scheduler state: it can translate but not resume"):
+        train(_options(tmp_path, max_steps=6, resume=str(tmp_path / "averaged.pt")))
+    assert _snapshot(tmp_path) == before and not list(tmp_path.glob(".after-step-*"))
+
+
+def test_resume_finds_the_run_that_an_interrupted_overwrite_set_aside(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", *_cli(max_steps=2), "--out", str(tmp_path)]) == 0
+    aside = tmp_path / ".replaced-run"
+    aside.mkdir()
+    for path in [*tmp_path.glob("checkpoint-*.pt"), tmp_path / "best.pt", tmp_path / "log.jsonl"]:
+        path.rename(aside / path.name)  # a kill -9 of an --overwrite run before its first checkpoint
+    with pytest.raises(FileNotFoundError, match=r"are in .*\.replaced-run, set aside by an --overwrite run"):
+        load_checkpoint(tmp_path)  # the API says where they are
+    assert main(["train", "--resume", "--out", str(tmp_path), "--max-steps", "3"]) == 0
+    assert "put back 3 files of an earlier run" in capsys.readouterr().out
+    assert load_checkpoint(tmp_path)["step"] == 3 and not aside.exists()
+
+
+# --- failed starts leave nothing --------------------------------------------------------
+def test_a_refused_start_leaves_no_folder_and_no_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import minitransformer.training.cpu as cpu
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--dataset", "multi30k", "--data-dir", str(tmp_path / "nothing")]) == 2
+    assert not (tmp_path / "runs").exists()  # the default --out, runs/multi30k, was not left behind
+    monkeypatch.setattr(cpu, "matmul_flops", lambda: 1e3)  # a CPU so slow that the run is refused
+    assert main(["train", *_cli(max_steps=2), "--out", "deep/run"]) == 2
+    assert "--allow-slow" in capsys.readouterr().err
+    assert not (tmp_path / "deep").exists()
+    (tmp_path / "existing").mkdir()
+    assert main(["train", *_cli(max_steps=2), "--out", "existing"]) == 2
+    assert list((tmp_path / "existing").iterdir()) == []  # no empty log.jsonl, no lock
+
+
+# --- divergence ---------------------------------------------------------------------------
+def test_a_diverging_run_stops_at_the_first_non_finite_loss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    import minitransformer.training.trainer as trainer_module
+
+    real = trainer_module.label_smoothed_nll
+
+    def loss(logits: torch.Tensor, *args: Any) -> Any:
+        loss_sum, nll_sum, n = real(logits, *args)
+        if torch.is_grad_enabled() and getattr(loss, "step", 0) >= 3:  # the fourth step's loss is NaN
+            loss_sum = loss_sum * float("nan")
+        loss.step = getattr(loss, "step", 0) + torch.is_grad_enabled()
+        return loss_sum, nll_sum, n
+
+    monkeypatch.setattr(trainer_module, "label_smoothed_nll", loss)
+    assert main(["train", *_cli(max_steps=8, save_every=2), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "training diverged: the loss of step 4 is nan" in err
+    assert f"the newest checkpoint, {tmp_path / 'checkpoint-00000002.pt'}, holds the last finite weights" in err
+    assert [p.name for p in sorted(tmp_path.glob("checkpoint-*.pt"))] == ["checkpoint-00000002.pt"]
+    assert read_log(tmp_path / "log.jsonl")[-1]["event"] == "diverged"
+    assert load_checkpoint(tmp_path)["step"] == 2  # finite, so it loads
+
+
+def test_the_real_divergence_of_a_huge_learning_rate_is_caught(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    args = _cli(max_steps=30, lr_factor=1e9, warmup=1, log_every=1, label_smoothing=0.0, clip_norm=0.0)
+    code = main(["train", *args, "--out", str(tmp_path)])
+    for path in tmp_path.glob("checkpoint-*.pt"):
+        load_checkpoint(path)  # every checkpoint written holds finite weights
+    if code == 2:
+        assert "training diverged" in capsys.readouterr().err
+    losses = [r["loss"] for r in read_log(tmp_path / "log.jsonl") if r["event"] == "train"]
+    assert all(isinstance(x, float) and x == x and abs(x) != float("inf") for x in losses)
+
+
+def test_a_checkpoint_with_non_finite_weights_is_refused(tmp_path: Path) -> None:
+    from minitransformer.training import CheckpointError
+
+    train(_options(tmp_path, max_steps=1))
+    raw = torch.load(tmp_path / "checkpoint-00000001.pt", weights_only=True)
+    name = next(k for k, v in raw["model"].items() if v.is_floating_point())
+    raw["model"][name][0] = float("inf")
+    torch.save(raw, tmp_path / "checkpoint-00000002.pt")
+    with pytest.raises(CheckpointError, match=rf"holds non-finite weights \(NaN or infinity\) in 1 tensor\(s\) "
+                                              rf"\({name}\): the run had diverged"):
+        load_checkpoint(tmp_path)
+    assert main(["translate", "--checkpoint", str(tmp_path / "checkpoint-00000002.pt"), "hello"]) == 2
+
+
+# --- disk full inside PyTorch's serializer, and file modes ------------------------------
+def test_a_full_disk_inside_torch_save_gives_the_documented_message(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import minitransformer.utils as utils
+
+    real_fdopen = os.fdopen
+
+    class FullDisk:
+        """A file whose disk fills up after 1,000 bytes: torch.save's own writer sees the OSError."""
+
+        def __init__(self, handle: Any) -> None:
+            self.handle, self.written = handle, 0
+
+        def write(self, data: Any) -> int:
+            self.written += len(data)
+            if self.written > 1000:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return self.handle.write(data)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.handle, name)
+
+        def __enter__(self) -> FullDisk:
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            self.handle.close()
+
+    train(_options(tmp_path, max_steps=2))
+    monkeypatch.setattr(utils.os, "fdopen", lambda fd, mode: FullDisk(real_fdopen(fd, mode)))
+    model = torch.nn.Linear(64, 64)
+    with pytest.raises(OutputError, match=r"disk full while writing .*checkpoint-00000002\.pt \(No space left on "
+                                          r"device\).* the previous checkpoint-00000002\.pt is unchanged"):
+        utils.atomic_write(tmp_path / "checkpoint-00000002.pt",
+                           lambda handle: torch.save({"w": model.state_dict()}, handle))
+    assert load_checkpoint(tmp_path)["step"] == 2
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
+
+
+def test_files_keep_ordinary_modes_after_a_resume(tmp_path: Path) -> None:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    train(_options(tmp_path, max_steps=2, save_every=1))
+    train(_options(tmp_path, max_steps=3, save_every=1, resume=str(tmp_path / "checkpoint-00000001.pt")))
+    expected = 0o666 & ~mask
+    for name in ("checkpoint-00000003.pt", "best.pt", "log.jsonl", "tokenizer.json", "loss.png"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == expected, name

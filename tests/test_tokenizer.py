@@ -156,3 +156,17 @@ def test_unreadable_tokenizer_json_names_its_source(tokenizer: SharedTokenizer, 
 
     with pytest.raises(ValueError, match=r"^tokenizer JSON is not a minitransformer tokenizer: expected special"):
         SharedTokenizer.from_str(Tokenizer(models.BPE()).to_str())
+
+
+def test_decode_refuses_an_id_outside_the_vocabulary(tokenizer: SharedTokenizer) -> None:
+    ids = tokenizer.encode("Montag")
+    with pytest.raises(ValueError, match=rf"token id {tokenizer.vocab_size} is outside the vocabulary \(ids 0 to "
+                                         rf"{tokenizer.vocab_size - 1}\): it has no text"):
+        tokenizer.decode([*ids[:-1], tokenizer.vocab_size])
+    with pytest.raises(ValueError, match=r"token id -1 is outside the vocabulary"):
+        tokenizer.decode([-1])
+
+
+def test_a_huge_vocabulary_is_refused_before_the_trainer_allocates_it() -> None:
+    with pytest.raises(MemoryError, match=r"vocab_size=1,000,000,000,000 .* would need [\d,.]+ GiB"):
+        SharedTokenizer.train([("a", "b")], vocab_size=10**12)

@@ -46,8 +46,8 @@ def open_text(path: str | Path, encoding: str = "utf-8") -> IO[str]:
 def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
     """Read a file as a list of sentences, one per line, without line endings.
 
-    Surrounding whitespace is stripped; empty lines are kept so that line numbers
-    of two parallel files stay aligned.
+    Surrounding whitespace and a leading byte-order mark are stripped; empty lines are
+    kept so that line numbers of two parallel files stay aligned.
 
     Args:
         path: the file (plain or ``.gz``).
@@ -69,6 +69,7 @@ def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
     except (gzip.BadGzipFile, EOFError, zlib.error) as error:
         raise ValueError(f"{path} ends in .gz but is not a complete gzip file ({error}); expected gzip-compressed "
                          "text, or rename it without .gz if it is plain text") from None
+    text = text.removeprefix("\ufeff")  # a byte-order mark (Windows editors write one) is not text
     # Split on "\n" only: str.splitlines() would also break at characters such as
     # U+2028 or form feeds inside a sentence and shift every later line.
     if text.endswith("\n"):

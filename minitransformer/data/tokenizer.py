@@ -34,7 +34,7 @@ from pathlib import Path
 import tokenizers
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from ..utils import atomic_write
+from ..utils import atomic_write, check_memory
 from .text import user_cache_dir
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
@@ -125,6 +125,8 @@ class SharedTokenizer:
             )
         if not texts:
             raise ValueError("expected at least one sentence pair to train on, got none")
+        # The trainer reserves about 72 bytes per vocabulary entry up front (a Rust panic if that fails).
+        check_memory(72 * vocab_size, f"vocab_size={vocab_size:,} (the BPE trainer reserves ~72 bytes per entry)")
         tok = _empty_tokenizer()
         trainer = trainers.BpeTrainer(
             vocab_size=vocab_size,
@@ -272,10 +274,16 @@ class SharedTokenizer:
 
         Returns:
             The detokenized sentence.
+
+        Raises:
+            ValueError: an id outside the vocabulary (it has no text; it would be dropped unseen).
         """
         kept = []
         for i in ids:
             i = int(i)
+            if not 0 <= i < self.vocab_size:
+                raise ValueError(f"token id {i} is outside the vocabulary (ids 0 to {self.vocab_size - 1}): "
+                                 "it has no text; were the ids made with another tokenizer?")
             if i == self.eos_id:
                 break
             if i not in (self.pad_id, self.bos_id):

@@ -24,10 +24,11 @@ from .options import RECIPES, TrainOptions
 from .run import TrainResult, save_loss_plot, train
 from .runlog import loss_curves, read_log
 from .schedule import WarmupInverseSqrt, transformer_lr, transformer_scheduler
-from .trainer import Trainer
+from .trainer import DivergedError, Trainer
 
 __all__ = [
     "CheckpointError",
+    "DivergedError",
     "LabelSmoothingLoss",
     "RECIPES",
     "TrainOptions",

@@ -43,6 +43,8 @@ from ..utils import atomic_write
 
 FORMAT = "minitransformer-checkpoint"
 BEST = "best.pt"  # copy of the checkpoint with the best validation figure
+#: Where ``--overwrite`` keeps the earlier run's files until the new run has written a checkpoint.
+REPLACED_RUN = ".replaced-run"
 FORMAT_VERSION = 1
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)\.pt$")
 
@@ -84,9 +86,32 @@ def latest_checkpoint(path: str | Path) -> Path:
     if path.is_dir():
         found = list_checkpoints(path)
         if not found:
-            raise FileNotFoundError(f"the folder {path} holds no checkpoint-<step>.pt files")
+            aside = list_checkpoints(path / REPLACED_RUN)
+            where = (f" (the {len(aside)} checkpoint(s) of an earlier run are in {path / REPLACED_RUN}, set aside "
+                     "by an --overwrite run that stopped before its first checkpoint; `train --resume` with this "
+                     "folder puts them back and continues)") if aside else ""
+            raise FileNotFoundError(f"the folder {path} holds no checkpoint-<step>.pt files{where}")
         return found[-1]
     raise FileNotFoundError(f"no checkpoint file or run folder at {path}")
+
+
+def checkpoint_to_resume(place: str | Path) -> Path:
+    """The checkpoint a ``--resume`` of ``place`` (a checkpoint file or a run folder) continues from.
+
+    Like :func:`latest_checkpoint`, but a run folder whose checkpoints an interrupted
+    ``--overwrite`` left in ``<folder>/.replaced-run`` gives the newest of those (the run puts
+    them back before it starts).
+    """
+    path = Path(place)
+    if path.is_dir() and not list_checkpoints(path) and list_checkpoints(path / REPLACED_RUN):
+        return list_checkpoints(path / REPLACED_RUN)[-1]
+    return latest_checkpoint(path)
+
+
+def run_folder_of(checkpoint: str | Path) -> Path:
+    """The run folder a checkpoint file belongs to (its folder; the run's for one in ``.replaced-run``)."""
+    folder = Path(checkpoint).parent
+    return folder.parent if folder.name == REPLACED_RUN else folder
 
 
 # --- random states ------------------------------------------------------------
@@ -258,7 +283,33 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             raise CheckpointError(f"checkpoint {path} is not a complete minitransformer checkpoint: '{key}' is missing")
     checkpoint_tokenizer(checkpoint, path)
     _check_sizes(checkpoint, path)
+    _check_finite(checkpoint, path)
     return checkpoint
+
+
+def _check_finite(checkpoint: dict[str, Any], path: str | Path) -> None:
+    """Refuse weights holding NaN or infinity (a run that diverged): they translate nothing and resume nothing."""
+    seen: set[int] = set()  # tied weights share one storage: name it once
+    bad = []
+    for k, v in checkpoint["model"].items():
+        if v.is_floating_point() and v.untyped_storage().data_ptr() not in seen:
+            seen.add(v.untyped_storage().data_ptr())
+            if not bool(torch.isfinite(v).all()):
+                bad.append(k)
+    if bad:
+        more = f" and {len(bad) - 2} more" if len(bad) > 2 else ""
+        raise CheckpointError(f"checkpoint {path} holds non-finite weights (NaN or infinity) in {len(bad)} "
+                              f"tensor(s) ({', '.join(bad[:2])}{more}): the run had diverged when it was written; "
+                              "use an earlier checkpoint of the run")
+
+
+def check_resumable(checkpoint: dict[str, Any], path: str | Path = "") -> None:
+    """Raise :class:`CheckpointError` unless the checkpoint holds what resuming training needs."""
+    missing = [k for k in ("optimizer", "scheduler") if not isinstance(checkpoint.get(k), dict)]
+    if missing:
+        what = " (an averaged checkpoint)" if "averaged_from" in checkpoint else ""
+        raise CheckpointError(f"checkpoint {path}{what} holds no {' or '.join(missing)} state: it can translate "
+                              "but not resume training; resume from a checkpoint-<step>.pt of the run")
 
 
 def checkpoint_tokenizer(checkpoint: dict[str, Any], path: str | Path = "") -> SharedTokenizer:

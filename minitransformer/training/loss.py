@@ -9,7 +9,7 @@ The target distribution q of one position with gold token y:
 * q(y) = 1 - eps;
 * q(pad) = 0: padding is never a correct next token, so it gets no probability;
 * every other token gets eps / (V - 2), so q sums to 1 over the V - 2 tokens that
-  are neither gold nor padding.
+  are neither gold nor padding (eps / (V - 1) with ``pad_id=None``: no padding).
 
 ``F.cross_entropy(label_smoothing=eps)`` instead mixes with the uniform distribution
 over all V tokens (gold and pad included): q(y) = 1 - eps + eps / V. The two agree
@@ -27,8 +27,21 @@ import torch
 from torch import Tensor, nn
 
 
+def check_pad_id(pad_id: object, vocab: int) -> int | None:
+    """``pad_id`` if it is None ("no padding") or a token id in [0, vocab), else one clear error."""
+    if pad_id is None:
+        return None
+    if isinstance(pad_id, bool) or not isinstance(pad_id, int):
+        raise TypeError(f"pad_id must be a token id (int) or None for no padding, got {type(pad_id).__name__} "
+                        f"{pad_id!r}")
+    if not 0 <= pad_id < vocab:
+        raise ValueError(f"pad_id must be a token id in [0, {vocab}) (the logits have V={vocab}), or None when the "
+                         f"targets hold no padding, got {pad_id}")
+    return pad_id
+
+
 def label_smoothed_nll(
-    logits: Tensor, target: Tensor, epsilon: float = 0.1, pad_id: int = 0
+    logits: Tensor, target: Tensor, epsilon: float = 0.1, pad_id: int | None = 0
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Summed label-smoothed loss, summed plain negative log-likelihood, and token count.
 
@@ -39,7 +52,8 @@ def label_smoothed_nll(
         logits: unnormalised scores, (B, T, V) or (N, V); any float dtype (computed in float32).
         target: gold token ids, (B, T) or (N,).
         epsilon: label smoothing eps_ls in [0, 1).
-        pad_id: id of padding, ignored in the loss and given zero target probability.
+        pad_id: id of padding, ignored in the loss and given zero target probability; None
+            when the targets hold no padding (every position counts, eps spread over V - 1 tokens).
 
     Shape:
         logits (..., V), target (...) with the same leading dimensions.
@@ -56,17 +70,28 @@ def label_smoothed_nll(
     if not 0.0 <= epsilon < 1.0:
         raise ValueError(f"epsilon must be in [0, 1), got {epsilon}")
     vocab = logits.size(-1)
-    if epsilon > 0 and vocab < 3:
+    check_pad_id(pad_id, vocab)
+    n_others = vocab - 1 - (pad_id is not None)  # tokens that are neither gold nor padding
+    if epsilon > 0 and n_others < 1:
         raise ValueError(f"label smoothing needs at least 3 tokens (gold, pad, another), got V={vocab}")
     log_probs = torch.log_softmax(logits.float(), dim=-1).reshape(-1, vocab)  # (N, V)
     target = target.reshape(-1)  # (N,)
-    keep = target != pad_id  # (N,)
+    keep = target != pad_id if pad_id is not None else torch.ones_like(target, dtype=torch.bool)  # (N,)
     gold = log_probs.gather(1, target[:, None]).squeeze(1)  # (N,)
     nll = -gold
     if epsilon > 0:
-        # sum over v not in {gold, pad} of log p(v), without building q.
-        others = log_probs.sum(dim=1) - gold - log_probs[:, pad_id]  # (N,)
-        loss = (1.0 - epsilon) * nll - epsilon / (vocab - 2) * others
+        # sum over v not in {gold, pad} of log p(v), without building q; junk on padding rows,
+        # which count for nothing.
+        others = log_probs.sum(dim=1) - gold  # (N,)
+        if pad_id is not None:
+            pad = log_probs[:, pad_id]  # (N,)
+            # Where log p(pad) is -inf, or so negative that the sum has lost the other terms' digits,
+            # the pad column is left out of the sum instead of subtracted after it (the two slices are
+            # views, nothing is copied). Elsewhere it is subtracted, bit for bit as before, so that
+            # stored runs repeat exactly.
+            left_out = log_probs[:, :pad_id].sum(dim=1) + log_probs[:, pad_id + 1:].sum(dim=1) - gold  # (N,)
+            others = torch.where(pad > -1e4, others - pad, left_out)
+        loss = (1.0 - epsilon) * nll - epsilon / n_others * others
     else:
         loss = nll
     zero = loss.new_zeros(())
@@ -78,7 +103,7 @@ class LabelSmoothingLoss(nn.Module):
 
     Args:
         epsilon: eps_ls (paper: 0.1); 0 gives plain cross-entropy.
-        pad_id: id of padding.
+        pad_id: id of padding, or None when the targets hold none.
         reduction: "mean" (per non-pad token), "sum", or "none"
             (returns the ``(loss_sum, nll_sum, n_tokens)`` triple of :func:`label_smoothed_nll`).
 
@@ -86,8 +111,10 @@ class LabelSmoothingLoss(nn.Module):
         logits (B, T, V), target (B, T); returns a scalar (or the triple).
     """
 
-    def __init__(self, epsilon: float = 0.1, pad_id: int = 0, reduction: str = "mean") -> None:
+    def __init__(self, epsilon: float = 0.1, pad_id: int | None = 0, reduction: str = "mean") -> None:
         super().__init__()
+        if pad_id is not None and (isinstance(pad_id, bool) or not isinstance(pad_id, int) or pad_id < 0):
+            raise ValueError(f"pad_id must be a token id >= 0, or None when the targets hold no padding, got {pad_id!r}")
         if reduction not in ("mean", "sum", "none"):
             raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
         if not 0.0 <= epsilon < 1.0:

@@ -15,12 +15,14 @@ a GPU, with a warm-up shortened to the size of the data set.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import torch
 
 from ..config import TransformerConfig
+from ..utils import check_seed
 
 DATASETS = ("dates", "multi30k", "text")
 PRESETS = ("tiny", "base", "big")
@@ -86,12 +88,14 @@ class TrainOptions:
         lr_factor: factor of the schedule.
         label_smoothing: eps_ls (paper: 0.1).
         clip_norm: clip the gradient norm to this; 0 switches clipping off.
-        target: stop once the validation quality figure (exact match in [0, 1], or BLEU)
-            reaches this; 0 switches the rule off.
+        target: stop once the validation quality figure (exact match, a fraction in (0, 1],
+            for dates; BLEU in (0, 100] otherwise) reaches this; 0 switches the rule off.
         eval_sentences: validation (each epoch) and test (at the end) sentences translated
             for the quality figure (None: all).
-        out: output folder (default ``runs/<dataset>``).
-        resume: checkpoint file or run folder to continue from.
+        out: output folder (default: the run folder of ``resume`` when it names a checkpoint
+            or folder, else ``runs/<dataset>``). A new run refuses a folder that holds files
+            but no run unless ``overwrite``; a resumed run refuses one that holds another run's.
+        resume: checkpoint file or run folder to continue from ("auto": the newest checkpoint of ``out``).
         overwrite: start afresh in an output folder that holds an earlier run's checkpoints
             (not together with ``resume``).
         seed: seed of the model's initialisation, dropout and batch order.
@@ -158,9 +162,14 @@ class TrainOptions:
             raise ValueError(f"preset must be one of {PRESETS}, got {self.preset!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        for name in ("src_locale", "tgt_locale"):
+            if not getattr(self, name).strip():
+                raise ValueError(f"{name} must be a CLDR locale such as 'en_US', 'de_DE' or 'hu_HU', "
+                                 f"got {getattr(self, name)!r}")
         for name in ("src_lang", "tgt_lang"):
             if getattr(self, name) is not None and not getattr(self, name):
                 raise ValueError(f"{name} must be a language code such as 'de' or 'en', got ''")
+        check_seed(self.seed)
         check_device_name(self.device, "device")
         for name in ("accumulate", "log_every", "keep", "test_beam"):
             if getattr(self, name) < 1:
@@ -188,6 +197,12 @@ class TrainOptions:
             raise ValueError(f"lr_factor must be positive, got {self.lr_factor}")
         if self.target is not None and self.target < 0:
             raise ValueError(f"target must be >= 0 (0 switches the early stop off), got {self.target}")
+        if self.target is not None and self.dataset == "dates" and self.target > 1:
+            raise ValueError(f"target is a fraction of exact matches for the dates dataset: expected a number in "
+                             f"(0, 1] (e.g. 0.99), or 0 to switch the early stop off, got {self.target:g}")
+        if self.target is not None and self.dataset != "dates" and self.target > 100:
+            raise ValueError(f"target is a BLEU score for the {self.dataset} dataset: expected a number in "
+                             f"(0, 100], or 0 to switch the early stop off, got {self.target:g}")
         if self.resume and self.overwrite:
             raise ValueError("resume and overwrite exclude each other: resume continues the run in its folder, "
                              "overwrite deletes it and starts afresh; give one of them")
@@ -230,7 +245,7 @@ class TrainOptions:
         changes = {k: v for k, v in recipe.items() if getattr(self, k) is None}
         changes.update(self._languages())
         if self.out is None:
-            changes["out"] = f"runs/{self.dataset}"
+            changes["out"] = resume_folder(self.resume) or f"runs/{self.dataset}"
         return replace(self, **changes)
 
     def _languages(self) -> dict[str, str | None]:
@@ -275,6 +290,18 @@ class TrainOptions:
         """Inverse of :meth:`to_dict`; keys this version does not know are dropped."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
+
+
+def resume_folder(resume: str | None) -> str | None:
+    """The run folder that ``resume`` (a checkpoint file or a run folder) belongs to; None for "auto" or None.
+
+    A resumed run writes into the folder its checkpoint is in, wherever that folder has been
+    moved or renamed to since (not into the ``out`` recorded in the checkpoint).
+    """
+    if not resume or resume == "auto":
+        return None
+    path = Path(resume)
+    return str(path if path.is_dir() else path.parent)
 
 
 def check_device_name(device: Any, name: str = "device") -> None:

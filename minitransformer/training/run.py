@@ -24,19 +24,19 @@ from ..data import SharedTokenizer, padding_fraction, tokenization_report
 from ..evaluation import METRICS
 from ..model import Transformer
 from ..utils import set_seed
-from .checkpoint import (BEST, atomic_copy, check_compatible, checkpoint_path, checkpoint_step, checkpoint_tokenizer,
-                         latest_checkpoint, list_checkpoints, load_checkpoint, restore_rng_state)
+from .checkpoint import (BEST, REPLACED_RUN, atomic_copy, check_compatible, check_resumable, checkpoint_path,
+                         checkpoint_step, checkpoint_tokenizer, latest_checkpoint, list_checkpoints, load_checkpoint,
+                         restore_rng_state, run_folder_of)
 from .corpus import Corpus, drop_long, encode_pairs, load_corpus
 from .distributed import (DistInfo, StopRequest, all_gather_objects, broadcast_object, cleanup_distributed,
                           init_distributed)
 from .options import TrainOptions
-from .runlock import RunLock
-from .runlog import RunLog, loss_curves, read_log, trim_log
+from .runlock import LOCK_NAME, RunLock
+from .runlog import RunLog, has_records_after, loss_curves, read_log, trim_log
 from .schedule import transformer_scheduler
 from .trainer import RUNNING_ZERO, Trainer
 
-#: Where ``--overwrite`` keeps the earlier run's files until the new run has written a checkpoint.
-ASIDE = ".replaced-run"
+ASIDE = REPLACED_RUN
 RUN_FILES = ("log.jsonl", "tokenizer.json", "loss.png", BEST)
 
 
@@ -81,15 +81,48 @@ def _make_optimizer(model: Transformer, device: torch.device) -> torch.optim.Ada
     return torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, **fast)
 
 
-def _check_out_folder(options: TrainOptions) -> None:
-    earlier = list_checkpoints(options.out or ".")
-    if earlier and not options.resume:
-        if not options.overwrite:
+def _other_files(out: Path) -> list[str]:
+    """Names in ``out`` other than a run's own bookkeeping (lock, unfinished writes, files set aside)."""
+    if not out.is_dir():
+        return []
+    return sorted(p.name for p in out.iterdir() if not (p.name == LOCK_NAME or p.name == ASIDE
+                  or p.name.startswith(".after-step-") or (p.name.startswith(".") and p.name.endswith(".part"))))
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
+def _check_out_folder(options: TrainOptions, out: Path, resumed: Path | None) -> None:
+    """Refuse to write where the run would change files that are not its own.
+
+    A new run needs an empty folder, one of an earlier run with ``overwrite``, or any folder
+    with ``overwrite``. A resumed run writes into the folder of its checkpoint, or into an
+    empty one (a new run continuing from that checkpoint), never into another run's.
+    """
+    if resumed is not None:
+        home = run_folder_of(resumed)
+        if home.resolve() != out.resolve() and (files := _other_files(out)):
             raise FileExistsError(
-                f"{options.out} holds checkpoints of an earlier run (newest: {earlier[-1].name}); pass "
-                "--resume to continue it, --overwrite to start afresh (replaces them once the new run has "
-                "written its first checkpoint), or another --out"
-            )
+                f"--resume {resumed} belongs to the run in {home}, but --out {out} holds other files "
+                f"({_shown(files)}): a resume writes only into the run it resumes; leave out --out (the "
+                "checkpoint's own folder is used), or give an empty --out to continue from this checkpoint "
+                "in a new folder")
+        return
+    if options.overwrite:
+        return
+    earlier = list_checkpoints(out)
+    if earlier:
+        raise FileExistsError(
+            f"{options.out} holds checkpoints of an earlier run (newest: {earlier[-1].name}); pass "
+            "--resume to continue it, --overwrite to start afresh (replaces them once the new run has "
+            "written its first checkpoint), or another --out"
+        )
+    if files := _other_files(out):
+        raise FileExistsError(
+            f"--out {out} is not empty ({_shown(files)}) and holds no run (no checkpoint-<step>.pt): training "
+            f"would write {', '.join(RUN_FILES)} there; pass --overwrite to let it (files of those names are "
+            "replaced once the new run has written its first checkpoint), or choose an empty or new --out")
 
 
 class _EarlierRun:
@@ -162,10 +195,14 @@ def train(options: TrainOptions) -> TrainResult:
     info, device = init_distributed(o.device)
     lock = RunLock(o.out or ".")
     earlier = _EarlierRun(Path(o.out or "."))
+    created = _first_missing(Path(o.out or "."))  # folders this run makes: removed again if it fails empty
     threads = torch.get_num_threads()  # the run picks its own (Trainer); the caller's comes back after
+    failed = True
     try:
         _lock(lock, info)
-        return _train(o, info, device, started, earlier)
+        result = _train(o, info, device, started, earlier)
+        failed = False
+        return result
     except BaseException:
         if earlier.replacing and earlier.folder.is_dir():
             n = earlier.restore()
@@ -174,8 +211,31 @@ def train(options: TrainOptions) -> TrainResult:
         raise
     finally:
         lock.release()
+        if failed and created is not None and info.is_main:
+            _remove_empty_folders(Path(o.out or "."), created)
         torch.set_num_threads(threads)
         cleanup_distributed()
+
+
+def _first_missing(folder: Path) -> Path | None:
+    """The outermost folder of ``folder``'s path that does not exist yet (None: it exists)."""
+    missing = None
+    for path in [folder, *folder.parents]:
+        if path.exists():
+            return missing
+        missing = path
+    return missing
+
+
+def _remove_empty_folders(folder: Path, up_to: Path) -> None:
+    """Remove ``folder`` and its parents up to ``up_to`` while they are empty (a start that failed)."""
+    for path in [folder, *folder.parents]:
+        try:
+            path.rmdir()  # only an empty folder goes
+        except OSError:
+            return
+        if path == up_to:
+            return
 
 
 def _lock(lock: RunLock, info: DistInfo) -> None:
@@ -203,9 +263,11 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
         for note in (earlier.recover(), _remove_partial_files(out)):
             if note:
                 _say(info, f"note: {note}")
-    _check_out_folder(o)
     resumed = latest_checkpoint(out if o.resume == "auto" else o.resume) if o.resume else None
     checkpoint = load_checkpoint(resumed) if resumed else None
+    if checkpoint is not None:
+        check_resumable(checkpoint, resumed or "")
+    _check_out_folder(o, out, resumed)
     set_seed(o.seed)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls on tensor cores
@@ -227,27 +289,27 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
     optimizer = _make_optimizer(model, device)
     scheduler = transformer_scheduler(optimizer, config.d_model, o.warmup or 4000, o.lr_factor or 1.0)
     bf16 = _precision(o, device)
-    # Everything is checked: only now may the earlier run's files make room.
+    log = RunLog(out / "log.jsonl", enabled=info.is_main, fresh=checkpoint is None)  # writes at its first record
+    module: torch.nn.Module = model
+    if info.enabled:
+        module = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    trainer = Trainer(model, module, tokenizer, optimizer, scheduler, train_ids, valid_ids, corpus.validation,
+                      corpus.metric, o, device, info, log, bf16)
+    if checkpoint is not None:
+        _restore(trainer, checkpoint, info, o.seed)
+    elif info.enabled:
+        torch.manual_seed(o.seed + info.rank)  # other dropout masks on each process
+    # Everything is checked and loaded: only now may files of the folder move (aside, never deleted).
     earlier.replacing = info.is_main and o.overwrite and not o.resume and earlier.set_aside() > 0
     if checkpoint is not None and resumed is not None and info.is_main:
-        here = resumed.parent.resolve() == out.resolve()
+        here = run_folder_of(resumed).resolve() == out.resolve()
         notes = [_set_aside_later(out, checkpoint["step"])] if here else []
         for note in [*notes, *trim_log(out / "log.jsonl", checkpoint["step"] if here else None)]:
             if note:
                 _say(info, f"note: {note}")
         if note := _restore_best(out, resumed, checkpoint):
             _say(info, f"note: {note}")
-    log = RunLog(out / "log.jsonl", enabled=info.is_main, fresh=checkpoint is None)
-    module: torch.nn.Module = model
-    if info.enabled:
-        module = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    trainer = Trainer(model, module, tokenizer, optimizer, scheduler, train_ids, valid_ids, corpus.validation,
-                      corpus.metric, o, device, info, log, bf16)
     trainer.on_save = earlier.discard if earlier.replacing else None
-    if checkpoint is not None:
-        _restore(trainer, checkpoint, info, o.seed)
-    elif info.enabled:
-        torch.manual_seed(o.seed + info.rank)  # other dropout masks on each process
     if o.compile:
         trainer.module = torch.compile(module)
     if info.is_main:
@@ -312,22 +374,34 @@ def _stored_step(path: Path) -> int | None:
 
 
 def _set_aside_later(out: Path, step: int) -> str | None:
-    """Move checkpoints (and a ``best.pt``) of steps after ``step`` out of the way of a run resumed from ``step``.
+    """Move what a run resumed from ``step`` replaces into ``<out>/.after-step-<step>/``.
 
-    They belong to a later point of the run that is not being continued: left in place, the
-    newest of them would be taken by the next ``--resume`` and the new checkpoints would be
-    the ones deleted first. They are kept, not deleted.
+    That is the checkpoints (and a ``best.pt``) of later steps, and, when the log holds
+    records of later steps (which the resumed run drops from ``log.jsonl``), a copy of the
+    whole log and of ``loss.png``. They belong to a later point of the run that is not
+    being continued: left in place, the newest checkpoint would be taken by the next
+    ``--resume`` and the new ones would be deleted first. Nothing is deleted.
     """
     later = [p for p in list_checkpoints(out) if (checkpoint_step(p) or 0) > step]
     if (best_step := _stored_step(out / BEST)) is not None and best_step > step:
         later.append(out / BEST)
-    if not later:
+    log = out / "log.jsonl"
+    copies = [p for p in (log, out / "loss.png") if p.is_file()] if has_records_after(log, step) else []
+    if not later and not copies:
         return None
     folder = out / f".after-step-{step:08d}"
-    folder.mkdir(exist_ok=True)
+    n = 1
+    while folder.exists():  # resumed from this step before: keep that folder as it is
+        n += 1
+        folder = out / f".after-step-{step:08d}-{n}"
+    folder.mkdir()
+    for path in copies:
+        atomic_copy(path, folder / path.name)
     for path in later:
         os.replace(path, folder / path.name)
-    return f"moved {len(later)} file(s) of steps after {step}, the step resumed from, to {folder}"
+    what = [f"{len(later)} file(s) of later steps"] if later else []
+    what += [f"a copy of {' and '.join(p.name for p in copies)} (with the records of later steps)"] if copies else []
+    return f"resuming from step {step}: moved {' and '.join(what)} to {folder}"
 
 
 def _restore_best(out: Path, resumed: Path, checkpoint: dict[str, Any]) -> str | None:
@@ -346,9 +420,6 @@ def _restore_best(out: Path, resumed: Path, checkpoint: dict[str, Any]) -> str |
 
 def _restore(trainer: Trainer, checkpoint: dict[str, Any], info: DistInfo, seed: int) -> None:
     trainer.model.load_state_dict(checkpoint["model"])
-    if "optimizer" not in checkpoint or "scheduler" not in checkpoint:
-        raise ValueError("the checkpoint holds no optimizer or schedule state (an averaged checkpoint?): "
-                         "it can translate but not resume training")
     fast = {k: trainer.optimizer.param_groups[0][k] for k in ("fused", "foreach")}
     trainer.optimizer.load_state_dict(checkpoint["optimizer"])
     for group in trainer.optimizer.param_groups:

@@ -24,19 +24,20 @@ from ..utils import atomic_write
 class RunLog:
     """Appends records to ``path``; inactive (writes nothing) when ``enabled`` is False.
 
+    Nothing touches the file before the first record: a run refused while it is being set
+    up (too slow for a CPU, no data) leaves no empty log behind.
+
     Args:
         path: the ``.jsonl`` file.
         enabled: only the main process writes.
-        fresh: empty the file first (a new run) instead of appending (a resumed run).
+        fresh: the first record replaces the file's content (a new run) instead of being
+            appended to it (a resumed run).
     """
 
     def __init__(self, path: str | Path, enabled: bool = True, fresh: bool = True) -> None:
         self.path = Path(path)
         self.enabled = enabled
-        if enabled:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if fresh:
-                self.path.write_text("", encoding="utf-8")
+        self._fresh = fresh
 
     def write(self, event: str, **fields: Any) -> None:
         """Append one record ``{"event": event, "time": ..., **fields}``."""
@@ -44,8 +45,11 @@ class RunLog:
             return
         record = {"event": event, "time": round(time.time(), 3)}
         record.update({k: _plain(v) for k, v in fields.items()})
-        with open(self.path, "a", encoding="utf-8") as handle:
+        if self._fresh:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "w" if self._fresh else "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._fresh = False
 
 
 def _plain(value: Any) -> Any:
@@ -103,10 +107,16 @@ def trim_log(path: str | Path, step: int | None = None) -> list[str]:
         kept = [line for line in lines if not _after(line, step)]
         if len(kept) < len(lines):
             notes.append(f"{path}: dropped {len(lines) - len(kept)} records of steps after {step}, the step "
-                         "resumed from (that work was not in a checkpoint; it is done again)")
+                         "resumed from (they are done again)")
     if notes:
         atomic_write(path, lambda handle: handle.write(b"".join(line + b"\n" for line in kept)))
     return notes
+
+
+def has_records_after(path: str | Path, step: int) -> bool:
+    """True when the log at ``path`` holds records of steps after ``step`` (a resume from ``step`` drops them)."""
+    path = Path(path)
+    return path.is_file() and any(_after(line, step) for line in path.read_bytes().split(b"\n"))
 
 
 def _after(line: bytes, step: int) -> bool:

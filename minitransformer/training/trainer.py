@@ -43,6 +43,10 @@ from .cpu import SLOW_RUN_SECONDS, SlowRunError, choose_threads, estimate_cpu_ru
 from .options import TrainOptions
 from .runlog import RunLog
 
+class DivergedError(RuntimeError):
+    """Training met a non-finite loss (or gradient): it stopped before that step changed the weights."""
+
+
 RUNNING_ZERO = dict(epoch_loss=0.0, epoch_tokens=0.0, loss=0.0, nll=0.0, tgt=0, all=0)
 
 
@@ -144,7 +148,7 @@ class Trainer:
     def _check_cpu_time(self) -> None:
         """Refuse (or, with ``allow_slow``, announce) a CPU run estimated to take hours."""
         o, parameters = self.options, self.model.num_parameters()
-        tokens = self.budget * o.accumulate * self.info.world_size
+        tokens = self.tokens_per_step()
         estimate = estimate_cpu_run(parameters, tokens, self.steps_per_epoch(), o.epochs, o.max_steps, o.keep)
         if estimate.run_seconds <= SLOW_RUN_SECONDS:
             return
@@ -167,6 +171,18 @@ class Trainer:
         tok = self.tokenizer
         return collate_pairs([pairs[i] for i in indices], tok.pad_id, tok.bos_id, tok.eos_id).to(
             self.device, non_blocking=True)
+
+    def tokens_per_step(self) -> int:
+        """Tokens of one side (padding included) per optimizer step, as the real batches hold them.
+
+        At most ``batch_tokens * accumulate * processes``; less when the data cannot fill the
+        budget (a budget of 10**12 tokens on 20,000 dates makes one batch of the whole data).
+        """
+        batches = self.sampler.all_batches()
+        src, tgt = self.sampler.src_lengths, self.sampler.tgt_lengths
+        padded = sum(len(b) * max(max(src[i], tgt[i]) for i in b) for b in batches if b)
+        steps = max(1, math.ceil(len(batches) / self.options.accumulate))
+        return max(1, min(self.budget * self.options.accumulate * self.info.world_size, round(padded / steps)))
 
     def steps_per_epoch(self) -> int:
         """Optimizer steps in one epoch (the exact count varies by a step or so between epochs)."""
@@ -212,10 +228,38 @@ class Trainer:
             n_all += batch.n_src_tokens + batch.n_tgt_tokens
         if self.options.clip_norm > 0:
             self.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.options.clip_norm)
+        self._check_finite(loss_total, n_tgt)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return loss_total, nll_total, n_tgt, n_all
+
+    def _check_finite(self, loss: torch.Tensor, n_tgt: int) -> None:
+        """Stop with :class:`DivergedError` before a step with a non-finite loss or gradient changes the weights.
+
+        The newest checkpoint then still holds the last finite weights. All processes agree
+        (one flag summed over them), so that they stop at the same step.
+        """
+        bad = ~torch.isfinite(loss)
+        if self.grad_norm is not None:
+            bad = bad | ~torch.isfinite(self.grad_norm)
+        flag = float(bad)  # one synchronisation per step
+        if self.info.enabled:
+            (flag,) = all_reduce_sum([flag], self.info, self.device)
+        if not flag:
+            return
+        self.optimizer.zero_grad(set_to_none=True)
+        step, lr = self.step + 1, self.scheduler.get_last_lr()[0]
+        value = loss.item() / max(n_tgt, 1)
+        self.log.write("diverged", step=step, loss=value, lr=lr,
+                       grad_norm=float(self.grad_norm) if self.grad_norm is not None else None)
+        found = list_checkpoints(self.out) if self.info.is_main else []
+        kept = (f"the newest checkpoint, {found[-1]}, holds the last finite weights" if found
+                else "no checkpoint had been written yet")
+        raise DivergedError(
+            f"training diverged: the loss of step {step:,} is {value} (learning rate {lr:.3g}), so the run stopped "
+            f"before that step changed the weights; {kept}. Lower --lr-factor or lengthen --warmup, then start "
+            "afresh (--overwrite) or --resume with those options")
 
     def run(self, stop: StopRequest) -> bool:
         """Train until the end; returns True when stopped by a signal (a checkpoint is written)."""
