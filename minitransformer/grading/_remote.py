@@ -63,6 +63,7 @@ class Link:
         self.deadline: float | None = None
         self.callbacks: dict[int, Callable[..., Any]] = {}
         self.dead: str | None = None
+        self.forbidden: set[str] = set()  # the pieces the running check asks the learner to write
 
     def _read(self, deadline: float | None) -> tuple[dict[str, Any], bytes]:
         try:
@@ -95,6 +96,9 @@ class Link:
             if answer.get("event") == "callback":
                 self._callback(answer, data)
                 continue
+            if answer.get("event") == "piece":
+                self.piece(answer, data)
+                continue
             if interrupted or (answer.get("op") == "error" and answer.get("kind") == "interrupt"):
                 raise CheckTimeout("interrupted")  # even an answer that came after the limit
             try:
@@ -102,6 +106,23 @@ class Link:
             except Exception as err:  # noqa: BLE001 - anything but plain data is refused
                 self.dead = f"the submission's process sent data the grader refuses ({type(err).__name__})"
                 raise KernelGone(self.dead) from None
+
+    def piece(self, header: dict[str, Any], data: bytes) -> None:
+        """Compute a package piece taken out of the sandbox, unless the running check asks the learner to write it."""
+        import importlib
+
+        target = str(header.get("target", ""))
+        try:
+            if target in self.forbidden or not target.startswith("minitransformer."):
+                raise PermissionError(target)
+            module_name, _, attr = target.partition(":")
+            function = getattr(importlib.import_module(module_name), attr)
+            call = load_plain(data)
+            with torch.no_grad():
+                result = function(*call["args"], **call["kwargs"])
+            write_frame(self.box.req_w, {"op": "piece_result"}, pickle.dumps(result))
+        except Exception:  # noqa: BLE001 - refused, or the learner's arguments do not fit: the piece raises there
+            write_frame(self.box.req_w, {"op": "piece_refused"})
 
     def _callback(self, header: dict[str, Any], data: bytes) -> None:
         try:
@@ -170,7 +191,8 @@ def _tensors(x: Any, out: list[torch.Tensor], depth: int = 0) -> list[torch.Tens
 def _call(link: Link, handle: int, path: str, args: tuple, kwargs: dict, state: Any) -> Any:
     buffer = io.BytesIO()
     _Pickler(buffer, link).dump((handle, path, args, kwargs, state))
-    answer, data = link.request({"op": "call"}, buffer.getvalue())
+    answer, data = link.request({"op": "call", "avoid": sorted(a for a in link.forbidden if not _is_function(a))},
+                                buffer.getvalue())
     if answer.get("op") == "error":
         raise _error(answer)
     mine = _tensors(args, [])
@@ -181,6 +203,19 @@ def _call(link: Link, handle: int, path: str, args: tuple, kwargs: dict, state: 
                 if isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype and not torch.equal(a, b):
                     a.copy_(b)
     return decode(link, data.get("value") if isinstance(data, dict) else None)
+
+
+def _is_function(target: str) -> bool:
+    """True for a function of the package (taken out of the sandbox's copy); False for classes and PyTorch's pieces."""
+    import importlib
+
+    module_name, _, attr = target.partition(":")
+    if not module_name.startswith("minitransformer."):
+        return False
+    try:
+        return isinstance(getattr(importlib.import_module(module_name), attr), types.FunctionType)
+    except (ImportError, AttributeError):
+        return False
 
 
 class RemoteCallable:
@@ -220,8 +255,12 @@ class Opaque:
 
 def _module(link: Link, skeleton: dict[str, Any], memo: dict[int, nn.Parameter], root: Any = None) -> RemoteModule:
     name = str(skeleton.get("name", "Module"))
-    cls = type(name if name.isidentifier() else "Module", (RemoteModule,), {"__module__": "__main__"})
-    module = cls()
+    base = getattr(nn, str(skeleton.get("base", "")), None) if str(skeleton.get("base", "")).isidentifier() else None
+    bases = (RemoteModule, base) if isinstance(base, type) and issubclass(base, nn.Module) and base is not nn.Module \
+        else (RemoteModule,)
+    cls = type(name if name.isidentifier() else "Module", bases, {"__module__": "__main__"})
+    module = cls.__new__(cls)
+    nn.Module.__init__(module)
     object.__setattr__(module, "_remote_link", link)
     object.__setattr__(module, "_remote_handle", int(skeleton.get("handle", 0)))
     object.__setattr__(module, "_remote_path", str(skeleton.get("path", "")))
@@ -274,6 +313,7 @@ def run_check_cell(link: Link, source: str, grade_id: str, checks: dict[str, Any
     import minitransformer
 
     link.deadline = deadline
+    link.forbidden = set(avoided(source, checks))
     parts: list[dict[str, Any]] = []
     for statement in _statements(source):
         used = sorted({n.id for n in ast.walk(ast.parse(statement)) if isinstance(n, ast.Name)})
@@ -346,7 +386,7 @@ class RunResult:
 
 
 def run_submission(cells: list[dict[str, Any]], package: Any, *, notebook: bytes | None, sandbox: bool,
-                   cell_timeout: float, notebook_timeout: float, memory_mb: int, torch_avoid: list[str],
+                   cell_timeout: float, notebook_timeout: float, memory_mb: int,
                    checks: dict[str, Any]) -> RunResult:
     """Run the learner's cells in a sandbox and the check cells here; see the module docstring."""
     from ._sandbox import Sandboxed
@@ -357,7 +397,7 @@ def run_submission(cells: list[dict[str, Any]], package: Any, *, notebook: bytes
     start = time.monotonic()
     end = start + notebook_timeout
     try:
-        plan = {"threads": 1, "torch_avoid": torch_avoid,
+        plan = {"threads": 1,
                 "cells": [{"kind": c["kind"], "source": c["source"] if c["kind"] == "code" else ""} for c in cells]}
         write_frame(box.req_w, {"op": "plan"}, pickle.dumps(plan))
         current: int | None = None
@@ -368,7 +408,7 @@ def run_submission(cells: list[dict[str, Any]], package: Any, *, notebook: bytes
             if current is not None:
                 deadlines.append(cell_start + cell_timeout if not interrupted_at else interrupted_at + _GRACE)
             try:
-                header, _ = read_frame(box.out_r, min(deadlines), max_payload=1 << 20)
+                header, _ = read_frame(box.out_r, min(deadlines))
             except TimeoutError:
                 now = time.monotonic()
                 if now >= end:
@@ -392,6 +432,8 @@ def run_submission(cells: list[dict[str, Any]], package: Any, *, notebook: bytes
             elif event == "done":
                 result.events[int(header.get("cell", -1))] = {"error": header.get("error")}
                 current = None
+            elif event == "piece":
+                link.piece(header, _)
             elif event == "check":
                 index = int(header.get("cell", -1))
                 if not 0 <= index < len(cells) or cells[index]["kind"] != "check" or index in result.events:

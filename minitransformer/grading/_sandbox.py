@@ -84,8 +84,13 @@ def hit(label):
     return ReferenceUsed(label)
 
 
-def stub(label):
+def stub(label, target=None):
+    """A stand-in that raises, or (``target`` given) asks the grader, which computes the piece unless the
+    running check asks the learner to write it."""
     def poisoned(*args, **kwargs):
+        if target is not None:
+            from minitransformer.grading._runner import ask_piece
+            return ask_piece(target, label, args, kwargs)
         raise hit(label)
     poisoned.__name__ = label
     return poisoned
@@ -109,19 +114,26 @@ for _name in CHECKS:
 
 
 def _poison_source(source: str, names: set[str], module: str) -> str:
-    """``source`` with the body of each top-level function in ``names`` (and every method of such a class) raising."""
+    """``source`` with the body of each top-level function in ``names`` raising, and the name bound to a stand-in.
+
+    Classes are not rewritten: the package's own models (which the checks hand to the learner's
+    code, e.g. a Transformer for greedy decoding) are made of them; the runner disables the avoided
+    classes while the learner's code answers their check (see :mod:`._runner`).
+    """
     tree = ast.parse(source)
 
     def raising(label: str) -> list[ast.stmt]:
         return ast.parse(f"raise __import__('minitransformer._poison', fromlist=['hit']).hit({label!r})").body
 
+    body: list[ast.stmt] = []
     for node in tree.body:
+        body.append(node)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
             node.body = raising(f"minitransformer's {node.name}")
-        elif isinstance(node, ast.ClassDef) and node.name in names:
-            for member in node.body:
-                if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    member.body = raising(f"minitransformer's {node.name}")
+            # Other tasks may use the piece: the stand-in asks the grader, which refuses it to this one's check.
+            body += ast.parse(f"{node.name} = __import__('minitransformer._poison', fromlist=['stub']).stub("
+                              f"{'minitransformer' + chr(39) + 's ' + node.name!r}, {module + ':' + node.name!r})").body
+    tree.body = body
     return ast.unparse(ast.fix_missing_locations(tree))
 
 
@@ -152,7 +164,8 @@ class KernelPackage:
                 continue  # the checks, the reference and the answer key stay in the grader
             data = p.read_bytes()
             if rel in by_file:
-                data = _poison_source(data.decode("utf-8"), by_file[rel], ".".join(rel.with_suffix("").parts)).encode()
+                data = _poison_source(data.decode("utf-8"), by_file[rel],
+                                      ".".join(("minitransformer", *rel.with_suffix("").parts))).encode()
             self.files[rel] = data
         self.files[Path("grading/__init__.py")] = _GRADING_STUB.format(names=sorted(check_names)).encode()
         self.files[Path("_poison.py")] = _POISON.encode()

@@ -275,14 +275,15 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
     checks = check_functions()
     avoid = sorted({a for c in cells if c["kind"] == "check" for a in avoided(c["source"], checks)})
     packages = package if isinstance(package, dict) else {}
-    key = tuple(a for a in avoid if a.startswith("minitransformer."))
+    from ._remote import _is_function
+
+    key = tuple(a for a in avoid if _is_function(a))
     if key not in packages:
         packages[key] = KernelPackage(key, sorted(checks))
     copy = packages[key]
     try:
         run = run_submission(cells, copy, notebook=raw, sandbox=sandbox, cell_timeout=timeout,
-                             notebook_timeout=notebook_timeout, memory_mb=memory_mb,
-                             torch_avoid=[a for a in avoid if not a.startswith("minitransformer.")], checks=checks)
+                             notebook_timeout=notebook_timeout, memory_mb=memory_mb, checks=checks)
         if not copy.intact():
             report.error = "the submission changed the grader's copy of the package; its grade is void"
     finally:
