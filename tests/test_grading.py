@@ -632,18 +632,20 @@ def test_the_blank_exercises_get_nothing(graded, name: str):
 
 
 def test_redefined_checks_score_nothing(graded):
+    # The checks run in the grader's process: the submission's own check functions are never called.
     tasks = _tasks(graded["reports"][("cheat-redefines", "03_self_attention")])
-    assert tasks["task-1"]["score"] == 0 and "redefines `check_scaled_dot_product_attention`" in tasks["task-1"]["message"]
-    assert tasks["task-2"]["score"] == 0 and "redefines `check_padding_mask`" in tasks["task-2"]["message"]
+    assert tasks["task-1"]["score"] == 0 and tasks["task-1"]["message"].startswith("NotImplementedError: Task 1")
+    assert tasks["task-2"]["score"] == 0 and tasks["task-2"]["message"].startswith("NotImplementedError: Task 2")
 
 
-def test_rebinding_minitransformer_or_patching_the_checks_scores_nothing(graded):
+def test_rebinding_minitransformer_or_patching_the_checks_changes_nothing(graded):
+    # The name `minitransformer` in the submission is not what the grader's checks use: the solution keeps its
+    # points; the checks' internals are not in the sandbox, so a blank notebook that "patches" them still scores 0.
     rebinds = graded["reports"][("cheat-rebinds", "03_self_attention")]
-    assert rebinds["score"] == 0 and all("rebinds the name `minitransformer`" in t["message"] for t in rebinds["tasks"])
+    assert rebinds["score"] == rebinds["max_score"] == 5
     patches = graded["reports"][("cheat-patches", "03_self_attention")]
     assert patches["score"] == 0
-    assert all("changed code the checks rely on (minitransformer.grading._common._compare" in t["message"]
-               for t in patches["tasks"])
+    assert "ModuleNotFoundError: No module named 'minitransformer.grading._common'" in patches["output"]
 
 
 def test_the_reference_imported_by_strings_costs_its_task_only(graded):

@@ -12,8 +12,10 @@ check in its own process: the grader asks for the values of the names the check 
 the learner's functions and classes on inputs it drew, and receives what they returned as plain
 data. Nothing this process reports is a grade; at worst it changes the learner's own outputs.
 
-A byte on ``INTERRUPT`` interrupts the running cell or call (the grader's time limit). The process
-forks first, so that ``os.kill(os.getppid(), 9)`` ends the waiting parent, not the grader.
+A byte on ``INTERRUPT`` interrupts the running cell or call (the grader's time limit). In the
+sandbox the runner's parent is the PID namespace's init, which the submission cannot signal;
+outside it the process forks first, so that ``os.kill(os.getppid(), 9)`` ends a waiting parent,
+not the grader.
 """
 
 from __future__ import annotations
@@ -365,7 +367,9 @@ def _watch_interrupts(fd: int) -> None:
 def main() -> None:
     global _LINK
     fd_in, fd_out, fd_interrupt = (int(a) for a in sys.argv[1:4])
-    child = os.fork() if hasattr(os, "fork") else 0  # no fork (Windows): the learner's code runs here
+    # In the sandbox the parent is the PID namespace's init, which signals from inside cannot kill; elsewhere
+    # a waiting parent takes the blow of os.kill(os.getppid(), 9). No fork (Windows): the code runs here.
+    child = os.fork() if hasattr(os, "fork") and os.getppid() != 1 else 0
     if child:  # the waiting parent: it only reports how the child ended
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         _, status = os.waitpid(child, 0)
