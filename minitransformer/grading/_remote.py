@@ -27,6 +27,7 @@ a grade is what the check concluded here from the outputs it compared itself.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import io
 import pickle
@@ -370,19 +371,19 @@ def avoided(source: str, checks: dict[str, Any]) -> list[str]:
 # One submission, from start to end
 # ------------------------------------------------------------------------------------------------
 
+@dataclasses.dataclass
 class RunResult:
     """What happened in one run: each cell's outcome, and how the run ended."""
 
-    def __init__(self) -> None:
-        self.events: dict[int, dict[str, Any]] = {}
-        self.timed_out_cells: list[int] = []
-        self.notebook_timeout = False
-        self.ended = False
-        self.crash: dict[str, Any] | None = None
-        self.gone: str | None = None
-        self.exit_code: int | None = None
-        self.output = ""
-        self.output_cut = False
+    events: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    timed_out_cells: list[int] = dataclasses.field(default_factory=list)
+    notebook_timeout: bool = False
+    ended: bool = False
+    crash: dict[str, Any] | None = None
+    gone: str | None = None
+    exit_code: int | None = None
+    output: str = ""
+    output_cut: bool = False
 
 
 def run_submission(cells: list[dict[str, Any]], package: Any, *, notebook: bytes | None, sandbox: bool,
