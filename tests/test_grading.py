@@ -628,7 +628,8 @@ def test_the_blank_exercises_get_nothing(graded, name: str):
     report = graded["reports"][(f"blank-{name[:2]}", name)]
     assert report["error"] is None and report["score"] == 0 and report["max_score"] > 0
     for task in report["tasks"]:
-        assert task["message"].startswith((f"NotImplementedError: Task {task['grade_id'][5:]}:", "AssertionError: Question")), task
+        assert task["message"].startswith((f"NotImplementedError: Task {task['grade_id'][5:]}:", "AssertionError: Question")), \
+            (task, report["notes"], report["output"][-3000:])
 
 
 def test_redefined_checks_score_nothing(graded):

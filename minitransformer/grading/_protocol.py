@@ -23,6 +23,7 @@ __all__ = ["Closed", "TooLarge", "read_frame", "write_frame"]
 
 MAX_HEADER = 1 << 20  # bytes of JSON in one frame
 MAX_PAYLOAD = 256 << 20  # bytes of tensors in one frame
+STALL = 60.0  # seconds a frame may pause half-way
 
 
 class Closed(Exception):
@@ -58,15 +59,28 @@ def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
 
 
 def read_frame(fd: int, deadline: float | None = None, *, max_payload: int = MAX_PAYLOAD) -> tuple[dict[str, Any], bytes]:
-    """Read one frame; ``TimeoutError`` when ``deadline`` (``time.monotonic()``) passes first."""
-    sizes = _read_exact(fd, 8, deadline)
-    head_size, payload_size = struct.unpack("<II", sizes)
-    if head_size > MAX_HEADER or payload_size > max_payload:
-        raise TooLarge(f"a message of {head_size + payload_size:,} bytes (at most {max_payload:,})")
-    header = json.loads(_read_exact(fd, head_size, deadline))
-    if not isinstance(header, dict):
-        raise TooLarge("a message that is not a JSON object")
-    return header, _read_exact(fd, payload_size, deadline) if payload_size else b""
+    """Read one frame; ``TimeoutError`` when ``deadline`` (``time.monotonic()``) passes before it starts.
+
+    Once its first byte is there, the rest of the frame is read whole (a frame cut in two would leave
+    the channel out of step); a frame that stalls half-way for ``STALL`` seconds closes the channel.
+    """
+    if deadline is not None:
+        wait = deadline - time.monotonic()
+        if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+            raise TimeoutError
+    else:
+        select.select([fd], [], [])
+    try:
+        sizes = _read_exact(fd, 8, time.monotonic() + STALL)
+        head_size, payload_size = struct.unpack("<II", sizes)
+        if head_size > MAX_HEADER or payload_size > max_payload:
+            raise TooLarge(f"a message of {head_size + payload_size:,} bytes (at most {max_payload:,})")
+        header = json.loads(_read_exact(fd, head_size, time.monotonic() + STALL))
+        if not isinstance(header, dict):
+            raise TooLarge("a message that is not a JSON object")
+        return header, _read_exact(fd, payload_size, time.monotonic() + STALL) if payload_size else b""
+    except TimeoutError:
+        raise Closed("a message stalled half-way") from None
 
 
 def save_plain(obj: Any) -> bytes:
