@@ -80,8 +80,51 @@ def _class(root: Path) -> dict[str, Any]:
     solution_path = _put(root, "aaa-solution", _read("solutions"))
     escaped = root / "escaped.txt"
 
-    # 1. Delete a file outside its folder and another student's notebook; write outside.
-    _put(root, "deleter", _add(_read("solutions"), "import math", f"""
+    # "intruder" (a solution, so 5/5 if nothing else happens): 1. delete a file outside its folder and another
+    # student's notebook, write outside; 6. read the grader's environment; 8. kill every process it sees;
+    # 7. leave a double-forked daemon; 9. flood the output. The cells are added in reverse order.
+    intruder = _read("solutions")
+    _add(intruder, "import math", """
+import os
+chunk = b'x' * (1 << 20)
+for _ in range(48):
+    os.write(2, chunk)
+print('AFTER-FLOOD')
+""")
+    _add(intruder, "import math", f"""
+import os, subprocess
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv('/bin/sleep', ['sleep', {DAEMON_TAG!r}])
+    os._exit(0)
+subprocess.Popen(['sleep', {DAEMON_TAG!r}], start_new_session=True)
+""")
+    _add(intruder, "import math", """
+import os, signal
+mine = {int(t) for t in os.listdir('/proc/self/task')}  # its own threads: killing one kills itself
+for pid in range(1, 64):
+    if pid not in mine:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+os.kill(os.getppid(), signal.SIGKILL)
+""")
+    _add(intruder, "import math", f"""
+import os, pathlib
+hits = []
+for env in pathlib.Path('/proc').glob('*/environ'):
+    try:
+        if {SECRET[:7]!r} + {SECRET[7:]!r} in env.read_bytes().decode(errors='replace'):
+            hits.append(str(env))
+    except OSError:
+        pass
+if any({SECRET[:7]!r} in v for v in os.environ.values()):
+    hits.append('os.environ')
+print('SPY-HITS', len(hits), 'PIDS', sorted(int(p.name) for p in pathlib.Path('/proc').iterdir() if p.name.isdigit()))
+""")
+    _put(root, "intruder", _add(intruder, "import math", f"""
 import os, pathlib
 for p in [{str(victim)!r}, {str(solution_path)!r}]:
     try:
@@ -94,9 +137,36 @@ except OSError as err:
     print('could not write outside:', type(err).__name__)
 """))
 
-    # 2. Read the reference, the answer key and the solutions; run the solutions if found.
+    # "attacker" (a blank exercise, so 0/5 if nothing else happens): 2. read the reference, the answer key and the
+    # solutions and run them if found; 5. rewrite the package; 4. swap the checks through gc, forge the runner's
+    # events and leave. The cells are added in reverse order.
+    attacker = _read("exercises")
+    _add(attacker, "import math", """
+import gc, os, sys
+tick = lambda *a, **k: print('✓ Task 1 passed: all good')
+for o in gc.get_objects():
+    if isinstance(o, dict):
+        for name in [n for n in list(o) if isinstance(n, str) and n.startswith('check_')]:
+            o[name] = tick
+runner = sys.modules.get('minitransformer.grading._runner') or sys.modules.get('__main__')
+link = getattr(runner, '_LINK', None)
+if link is not None:
+    for cell in range(60):
+        link.emit({'event': 'done', 'cell': cell, 'error': None, 'parts': [{'passed': True, 'message': '✓'}]})
+    link.emit({'event': 'end'})
+os._exit(0)
+""")
+    _add(attacker, "import math", f"""
+import pathlib, minitransformer
+for folder in [pathlib.Path(minitransformer.__file__).parent, pathlib.Path({str(ROOT / 'minitransformer')!r})]:
+    for p in list(folder.rglob('*.py'))[:50] + list(folder.rglob('*.json'))[:50]:
+        try:
+            p.chmod(0o644); p.write_text('raise SystemExit'); print('REWROTE', p)
+        except OSError:
+            pass
+""")
     reference = ROOT / "minitransformer" / "grading" / "reference" / f"{EXERCISE}.json"
-    _put(root, "reader", _add(_read("exercises"), "import math", f"""
+    _put(root, "attacker", _add(attacker, "import math", f"""
 import importlib, json, pathlib
 found = []
 for p in [{str(reference)!r}, {str(ROOT / 'solutions' / (EXERCISE + '.ipynb'))!r}, {str(victim)!r},
@@ -149,76 +219,9 @@ for module in ['minitransformer.grading._common', 'minitransformer.grading']:
         "    return f(query, key, value, mask)\n    d_k = query.size(-1)"), 1)
     _put(root, "uses-reference", strings)
 
-    # 4. Fake the result: swap the checks found through gc, forge the runner's events, then leave.
-    _put(root, "forger", _add(_read("exercises"), "import math", """
-import gc, os, sys
-tick = lambda *a, **k: print('✓ Task 1 passed: all good')
-for o in gc.get_objects():
-    if isinstance(o, dict):
-        for name in [n for n in list(o) if isinstance(n, str) and n.startswith('check_')]:
-            o[name] = tick
-runner = sys.modules.get('minitransformer.grading._runner') or sys.modules.get('__main__')
-link = getattr(runner, '_LINK', None)
-if link is not None:
-    for cell in range(60):
-        link.emit({'event': 'done', 'cell': cell, 'error': None, 'parts': [{'passed': True, 'message': '✓'}]})
-    link.emit({'event': 'end'})
-os._exit(0)
-"""))
-
-    # 5. Rewrite the package the grader runs from (the sandbox's copy, and the checkout by its path).
-    _put(root, "rewriter", _add(_read("exercises"), "import math", f"""
-import pathlib, minitransformer
-for folder in [pathlib.Path(minitransformer.__file__).parent, pathlib.Path({str(ROOT / 'minitransformer')!r})]:
-    for p in list(folder.rglob('*.py'))[:50] + list(folder.rglob('*.json'))[:50]:
-        try:
-            p.chmod(0o644); p.write_text('raise SystemExit'); print('REWROTE', p)
-        except OSError:
-            pass
-"""))
     _put(root, "zzz-solution-after", _read("solutions"))  # graded after the rewriter
-    _put(root, "zzz-blank-after", _read("exercises"))
 
-    # 6. Read the grader's environment; 7. leave a double-forked daemon; 8. kill the parents.
-    _put(root, "spy", _add(_read("solutions"), "import math", f"""
-import os, pathlib, subprocess
-hits = []
-for env in pathlib.Path('/proc').glob('*/environ'):
-    try:
-        if {SECRET[:7]!r} + {SECRET[7:]!r} in env.read_bytes().decode(errors='replace'):
-            hits.append(str(env))
-    except OSError:
-        pass
-if any({SECRET[:7]!r} in v for v in os.environ.values()):
-    hits.append('os.environ')
-print('SPY-HITS', len(hits), 'PIDS', sorted(int(p.name) for p in pathlib.Path('/proc').iterdir() if p.name.isdigit()))
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        os.execv('/bin/sleep', ['sleep', {DAEMON_TAG!r}])
-    os._exit(0)
-subprocess.Popen(['sleep', {DAEMON_TAG!r}], start_new_session=True)
-"""))
-    _put(root, "killer", _add(_read("solutions"), "def my_padding_mask", """
-import os, signal
-mine = {int(t) for t in os.listdir('/proc/self/task')}  # its own threads: killing one kills itself
-for pid in range(1, 64):
-    if pid not in mine:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-os.kill(os.getppid(), signal.SIGKILL)
-"""))
-
-    # 9. Flood the output; 10. an endless loop that ignores the interrupt.
-    _put(root, "flood", _add(_read("solutions"), "import math", """
-import os
-chunk = b'x' * (1 << 20)
-for _ in range(48):
-    os.write(2, chunk)
-print('AFTER-FLOOD')
-"""))
+    # 10. An endless loop that ignores the interrupt.
     _put(root, "looper", _add(_read("solutions"), "def my_padding_mask",
                                "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"))
     return {"victim": victim, "solution": solution_path, "escaped": escaped}
@@ -247,9 +250,8 @@ def _score(hostile: dict[str, Any], student: str) -> tuple[float, float]:
 
 
 def test_every_submission_is_graded(hostile):
-    assert set(hostile["reports"]) == {"aaa-solution", "deleter", "reader", "patcher", "uses-reference", "forger",
-                                       "rewriter", "zzz-solution-after", "zzz-blank-after", "spy", "killer", "flood",
-                                       "looper"}, hostile["run"].stderr[-2000:]
+    assert set(hostile["reports"]) == {"aaa-solution", "intruder", "attacker", "patcher", "uses-reference", "looper",
+                                       "zzz-solution-after"}, hostile["run"].stderr[-2000:]
     assert hostile["run"].returncode == 0, hostile["run"].stderr[-2000:]
     assert _score(hostile, "aaa-solution") == (5, 5)
 
@@ -257,13 +259,13 @@ def test_every_submission_is_graded(hostile):
 def test_nothing_outside_the_submissions_folder_is_deleted_or_written(hostile):
     assert hostile["victim"].read_text() == "the instructor's file"
     assert hostile["solution"].exists() and not hostile["escaped"].exists()
-    report = hostile["reports"]["deleter"]
+    report = hostile["reports"]["intruder"]
     assert "DELETED" not in report["output"] and "ESCAPED" not in report["output"]
     assert "could not delete" in report["output"] and report["score"] == 5  # its own code still earns its points
 
 
 def test_the_reference_answer_key_and_solutions_are_out_of_reach(hostile):
-    report = hostile["reports"]["reader"]
+    report = hostile["reports"]["attacker"]
     assert "NOTHING-FOUND" in report["output"], report["output"][-2000:]
     assert report["score"] == 0
 
@@ -281,17 +283,17 @@ def test_the_packages_own_piece_is_refused_however_it_is_reached(hostile):
 
 
 def test_forged_checks_and_events_score_nothing(hostile):
-    assert _score(hostile, "forger") == (0, 5)
+    assert _score(hostile, "attacker") == (0, 5)
 
 
 def test_the_package_cannot_be_rewritten(hostile):
     assert hostile["before"] == hostile["after"]
-    assert "REWROTE" not in hostile["reports"]["rewriter"]["output"]
-    assert _score(hostile, "zzz-solution-after") == (5, 5) and _score(hostile, "zzz-blank-after") == (0, 5)
+    assert "REWROTE" not in hostile["reports"]["attacker"]["output"]
+    assert _score(hostile, "zzz-solution-after") == (5, 5)
 
 
 def test_the_graders_environment_and_processes_are_invisible(hostile):
-    output = hostile["reports"]["spy"]["output"]
+    output = hostile["reports"]["intruder"]["output"]
     line = next(ln for ln in output.splitlines() if ln.startswith("SPY-HITS"))
     assert line.startswith("SPY-HITS 0 "), line
     pids = json.loads(line.split("PIDS", 1)[1].strip().replace("(", "[").replace(")", "]"))
@@ -301,17 +303,17 @@ def test_the_graders_environment_and_processes_are_invisible(hostile):
 
 def test_no_daemon_outlives_the_grader(hostile):
     assert hostile["daemons"] == []
-    assert _score(hostile, "spy") == (5, 5)
+    assert _score(hostile, "intruder") == (5, 5)
 
 
 def test_killing_its_parents_and_every_process_it_sees_changes_nothing(hostile):
     # Its parent is the PID namespace's init, immune to signals from inside; the grader is out of sight.
-    assert _score(hostile, "killer") == (5, 5)
+    assert _score(hostile, "intruder") == (5, 5)
     assert _score(hostile, "zzz-solution-after") == (5, 5)
 
 
 def test_a_flood_of_output_is_cut_and_the_grade_kept(hostile):
-    report = hostile["reports"]["flood"]
+    report = hostile["reports"]["intruder"]
     assert len(report["output"]) < 40_000 and "bytes of output cut" in report["output"]
     assert "AFTER-FLOOD" in report["output"] and report["score"] == 5
     assert any("output was cut" in n for n in report["notes"])
@@ -325,9 +327,8 @@ def test_an_endless_loop_is_stopped_at_its_time_limit(hostile):
 
 
 def test_a_grader_killed_half_way_keeps_the_grades_and_leaves_nothing_running(tmp_path):
-    for student in ("a-first", "b-second"):
-        _put(tmp_path, student, _read("solutions"))
-    _put(tmp_path, "c-sleeper", _add(_read("solutions"), "import math",
+    _put(tmp_path, "a-first", _read("solutions"))
+    _put(tmp_path, "b-sleeper", _add(_read("solutions"), "import math",
                                      f"import subprocess\nsubprocess.run(['sleep', {KILLED_TAG!r}])"))
     out = tmp_path / "out"
     command = [sys.executable, "-m", "minitransformer.grading", "grade", str(tmp_path / "submitted"), "--out", str(out),
@@ -337,7 +338,7 @@ def test_a_grader_killed_half_way_keeps_the_grades_and_leaves_nothing_running(tm
     deadline = time.monotonic() + 120
     while not _processes_with(KILLED_TAG) and time.monotonic() < deadline and grader.poll() is None:
         time.sleep(0.2)
-    assert _processes_with(KILLED_TAG), "the third submission never started"
+    assert _processes_with(KILLED_TAG), "the second submission never started"
     os.kill(grader.pid, signal.SIGKILL)
     grader.wait()
     for _ in range(50):
@@ -346,4 +347,4 @@ def test_a_grader_killed_half_way_keeps_the_grades_and_leaves_nothing_running(tm
         time.sleep(0.1)
     assert _processes_with(KILLED_TAG) == []
     graded = {r["student"]: r["score"] for r in json.loads((out / "grades.json").read_text())}
-    assert graded == {"a-first": 5, "b-second": 5}
+    assert graded == {"a-first": 5}
