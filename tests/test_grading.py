@@ -628,22 +628,25 @@ def test_the_blank_exercises_get_nothing(graded, name: str):
     report = graded["reports"][(f"blank-{name[:2]}", name)]
     assert report["error"] is None and report["score"] == 0 and report["max_score"] > 0
     for task in report["tasks"]:
-        assert task["message"].startswith((f"NotImplementedError: Task {task['grade_id'][5:]}:", "AssertionError: Question")), task
+        assert task["message"].startswith((f"NotImplementedError: Task {task['grade_id'][5:]}:", "AssertionError: Question")), \
+            (task, report["notes"], report["output"][-3000:])
 
 
 def test_redefined_checks_score_nothing(graded):
+    # The checks run in the grader's process: the submission's own check functions are never called.
     tasks = _tasks(graded["reports"][("cheat-redefines", "03_self_attention")])
-    assert tasks["task-1"]["score"] == 0 and "redefines `check_scaled_dot_product_attention`" in tasks["task-1"]["message"]
-    assert tasks["task-2"]["score"] == 0 and "redefines `check_padding_mask`" in tasks["task-2"]["message"]
+    assert tasks["task-1"]["score"] == 0 and tasks["task-1"]["message"].startswith("NotImplementedError: Task 1")
+    assert tasks["task-2"]["score"] == 0 and tasks["task-2"]["message"].startswith("NotImplementedError: Task 2")
 
 
-def test_rebinding_minitransformer_or_patching_the_checks_scores_nothing(graded):
+def test_rebinding_minitransformer_or_patching_the_checks_changes_nothing(graded):
+    # The name `minitransformer` in the submission is not what the grader's checks use: the solution keeps its
+    # points; the checks' internals are not in the sandbox, so a blank notebook that "patches" them still scores 0.
     rebinds = graded["reports"][("cheat-rebinds", "03_self_attention")]
-    assert rebinds["score"] == 0 and all("rebinds the name `minitransformer`" in t["message"] for t in rebinds["tasks"])
+    assert rebinds["score"] == rebinds["max_score"] == 5
     patches = graded["reports"][("cheat-patches", "03_self_attention")]
     assert patches["score"] == 0
-    assert all("changed code the checks rely on (minitransformer.grading._common._compare" in t["message"]
-               for t in patches["tasks"])
+    assert "ModuleNotFoundError: No module named 'minitransformer.grading._common'" in patches["output"]
 
 
 def test_the_reference_imported_by_strings_costs_its_task_only(graded):
@@ -731,18 +734,22 @@ def test_no_tcp_warning_is_printed(graded):
     assert "TCP without encryption" not in graded["run"].stdout + graded["run"].stderr
 
 
-@pytest.mark.parametrize("option", ["--timeout=0", "--timeout=-3", "--notebook-timeout=0"])
-def test_a_time_limit_must_be_positive(option, capsys):
+@pytest.mark.parametrize("option", ["--timeout=0", "--timeout=-3", "--notebook-timeout=0", "--timeout=nan",
+                                    "--notebook-timeout=nan", "--timeout=inf", "--notebook-timeout=-inf"])
+def test_a_time_limit_must_be_finite_and_positive(option, capsys):
     with pytest.raises(SystemExit) as exit_info:
         G.main([str(ROOT / "exercises"), option])
-    assert exit_info.value.code == 2 and "must be > 0" in capsys.readouterr().err
+    assert exit_info.value.code == 2 and "expected a finite number of seconds > 0" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="finite number of seconds > 0"):
+        G.grade_notebook(ROOT / "exercises" / "03_self_attention.ipynb", timeout=float(option.split("=")[1]))
 
 
-def test_the_help_says_grading_executes_student_code(capsys):
+def test_the_help_says_grading_executes_student_code_in_a_sandbox(capsys):
     with pytest.raises(SystemExit):
         G.main(["--help"])
-    text = capsys.readouterr().out
-    assert "EXECUTES the submitted code" in text and "docker run" in text
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the learner's code of each one runs in a sandbox" in text and "bubblewrap" in text
+    assert "--no-sandbox" in text and "only inside a container" in text
 
 
 def test_the_command_refuses_a_missing_path(capsys):
@@ -753,9 +760,9 @@ def test_the_command_refuses_a_missing_path(capsys):
 
 
 def test_the_notebook_time_limit_stops_a_slow_notebook():
-    from minitransformer.grading._sandbox import PackageCopy, run_plan
+    from minitransformer.grading._sandbox import KernelPackage, run_plan
 
-    package = PackageCopy()
+    package = KernelPackage()
     try:
         plan = {"cells": [{"kind": "code", "source": "import time\ntime.sleep(2)", "number": n} for n in range(30)]}
         result = run_plan(plan, package, cell_timeout=100, notebook_timeout=8, memory_mb=0)
@@ -765,10 +772,10 @@ def test_the_notebook_time_limit_stops_a_slow_notebook():
 
 
 def test_a_submission_sees_a_private_folder_and_none_of_the_graders_secrets(monkeypatch):
-    from minitransformer.grading._sandbox import PackageCopy, run_plan
+    from minitransformer.grading._sandbox import KernelPackage, run_plan
 
     monkeypatch.setenv("GRADER_SECRET_TOKEN", "s3cret")
-    package = PackageCopy()
+    package = KernelPackage()
     try:
         plan = {"cells": [{"kind": "code", "number": 1, "source":
                            "import os, pathlib\nassert 'GRADER_SECRET_TOKEN' not in os.environ\n"
@@ -781,9 +788,9 @@ def test_a_submission_sees_a_private_folder_and_none_of_the_graders_secrets(monk
 
 
 def test_the_memory_limit_stops_a_greedy_cell():
-    from minitransformer.grading._sandbox import PackageCopy, run_plan
+    from minitransformer.grading._sandbox import KernelPackage, run_plan
 
-    package = PackageCopy()
+    package = KernelPackage()
     try:
         plan = {"cells": [{"kind": "code", "source": "hog = bytearray(6 << 30)", "number": 1},
                           {"kind": "code", "source": "print('still here')", "number": 2}]}
@@ -862,7 +869,7 @@ def test_putting_it_together_in_03_blames_the_right_task(wrong, blamed):
 
 
 def test_partial_credit_counts_each_passing_part():
-    from minitransformer.grading._sandbox import RunResult
+    from minitransformer.grading._remote import RunResult
     from minitransformer.grading.notebooks import Report, _score
 
     ref = G.load_references()["06_decoder_and_masking"]

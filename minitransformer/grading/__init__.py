@@ -6,9 +6,10 @@ inputs and edge cases, compares it with the package's own implementation, and ei
 ``✓ Task 2 passed: ...`` or raises an ``AssertionError`` that says what was expected, what your
 code gave and, for the usual mistakes, what probably went wrong.
 
-For instructors: ``python -m minitransformer.grading grade FOLDER`` runs each submitted notebook in
-its own process (it executes the students' code), runs the package's own check cells of its
-exercise (hidden tests included) and writes grades.json, grades.csv and grades_feedback.csv.
+For instructors: ``python -m minitransformer.grading grade FOLDER`` runs the code of each submitted
+notebook in a bubblewrap sandbox, runs the package's own check cells of its exercise (hidden tests
+included) in the grader's process against that code, and writes grades.json, grades.csv and
+grades_feedback.csv into a grades/ folder beside FOLDER (see docs/what_is_safe.md).
 ``python -m minitransformer.grading make-exercises`` generates exercises/ from solutions/.
 
 The checks draw their inputs from their own seeded generator and leave the global random state
@@ -18,7 +19,9 @@ untouched, so calling one does not change what the rest of a notebook computes.
 # The package, one module per part: _common.py (helpers shared by the checks), attention_checks.py
 # (exercises 02, 03, 06), layer_checks.py (04, 05), decoding_checks.py (06, 07), generate.py (exercises
 # and reference from the solutions), notebooks.py (grading one notebook), classroom.py (a folder, the command), _sandbox.py
-# and _runner.py (running one submission in its own limited process); __main__.py runs the command.
+# (the bubblewrap sandbox and its package copy), _runner.py (the learner's side, in the sandbox), _remote.py (the
+# grader's side: the checks, with proxies of the learner's code), _protocol.py (their messages); __main__.py runs
+# the command.
 
 from __future__ import annotations
 

@@ -38,6 +38,9 @@ class _ReferenceUsed(BaseException):
 # called from inside the learner's code, and behave as usual when the check itself calls them.
 _LEARNER_DEPTH = 0
 _USED: list[str] = []
+# True while the grader runs a check in its own process (see _remote): the learner's code runs in the
+# sandbox, where the pieces to avoid are taken out of the package, so no sentinel is installed here.
+_REMOTE = False
 
 
 def _resolve(target: str) -> tuple[Any, str, Any]:
@@ -139,7 +142,8 @@ def _isolated(check: _Check | None = None, *, avoid: Sequence[str] = ()) -> Any:
             __tracebackhide__ = True  # IPython leaves the checker's own frames out of tracebacks
             del _USED[:]
             try:
-                with torch.random.fork_rng(devices=[]), torch.no_grad(), _sentinels(avoid, _learner_globals(args)):
+                with torch.random.fork_rng(devices=[]), torch.no_grad(), \
+                        _sentinels(() if _REMOTE else avoid, () if _REMOTE else _learner_globals(args)):
                     check(*args, **kwargs)
             except _ReferenceUsed:
                 pass
@@ -153,6 +157,7 @@ def _isolated(check: _Check | None = None, *, avoid: Sequence[str] = ()) -> Any:
                     "operations instead (graded: 0 points for this task)."
                 )
 
+        wrapper.__avoid__ = tuple(avoid)  # type: ignore[attr-defined]  # the grader takes them out of the sandbox
         return wrapper  # type: ignore[return-value]
 
     return decorate(check) if check is not None else decorate

@@ -1,207 +1,395 @@
-"""The process that runs one submission for the grader: ``python -m minitransformer.grading._runner FD MEMORY_MB``.
+"""The process that runs one submission for the grader: ``python -m minitransformer.grading._runner IN OUT INTERRUPT``.
 
-It reads a plan (JSON on stdin: the submission's code cells and the reference check cells, in
-order), runs it in an IPython shell (no Jupyter kernel, so no network port and no TCP warning),
-and writes one JSON line per event to the pipe ``FD``. The grader (:mod:`._sandbox`) starts it in
-a new session, in a private temporary folder, and enforces the time limits by signals.
+It runs inside the sandbox (:mod:`._sandbox`) and holds no check, no reference and no answer: the
+package it imports is the sandbox's copy, whose ``minitransformer.grading`` only has do-nothing
+stand-ins for the check functions, and whose pieces that the exercise asks the learner to write
+are replaced by stubs that raise (see :mod:`._sandbox`).
 
-First the process forks: the learner's code runs in the child, whose parent is this small waiting
-process, so ``os.kill(os.getppid(), 9)`` ends the waiting process, not the grader.
+It reads a plan from the file descriptor ``IN`` (the learner's code cells and the places of the
+check cells), runs the code cells in an IPython shell, and reports on ``OUT`` (frames of
+:mod:`._protocol`). At each check cell it stops and serves the grader, which runs the genuine
+check in its own process: the grader asks for the values of the names the check cell uses, calls
+the learner's functions and classes on inputs it drew, and receives what they returned as plain
+data. Nothing this process reports is a grade; at worst it changes the learner's own outputs.
 
-The check cells run after the learner's cells, in a namespace built from the learner's names
-overlaid with the genuine checks, captured before any learner code ran. Before each check the
-runner verifies that the learner has not rebound a check or ``minitransformer``, nor replaced a
-function of the package, of torch or of the builtins; a task whose check would run on tampered
-code scores 0 with a message. A submission written to subvert the interpreter itself can still
-defeat this (it runs in the same process): run the grader in a container for a class.
+A byte on ``INTERRUPT`` interrupts the running cell or call (the grader's time limit). In the
+sandbox the runner's parent is the PID namespace's init, which the submission cannot signal;
+outside it the process forks first, so that ``os.kill(os.getppid(), 9)`` ends a waiting parent,
+not the grader.
 """
 
 from __future__ import annotations
 
-import ast
-import builtins
-import contextlib
-import io
-import json
+import _thread
 import os
+import pickle
 import signal
 import sys
-import time
+import threading
+import traceback
 import types
-from typing import Any, Callable
+from typing import Any
 
-_MAX_OUTPUT = 20_000  # characters of a check's printed output kept
-_TORCH_WATCHED = frozenset({"allclose", "equal", "isclose", "isnan", "isfinite", "testing", "no_grad", "tensor", "zeros",
-                            "ones", "full", "arange", "randn", "rand", "randint", "Generator", "softmax", "log_softmax",
-                            "where", "cat", "stack", "Tensor"})
+from ._protocol import Closed, load_plain, read_frame, save_plain, write_frame  # noqa: F401 - load_plain for tests
 
-
-class _Sink(io.TextIOBase):
-    """A bounded text stream: keeps the first characters written, drops the rest."""
-
-    def __init__(self, limit: int = _MAX_OUTPUT) -> None:
-        self.parts: list[str] = []
-        self.size, self.limit = 0, limit
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        if self.size < self.limit:
-            self.parts.append(text[: self.limit - self.size])
-            self.size += len(self.parts[-1])
-        return len(text)
-
-    def getvalue(self) -> str:
-        return "".join(self.parts)
+_MAX_ITEMS = 100_000  # values in one reply
+_MAX_DEPTH = 20
 
 
-def _limit_memory(megabytes: int) -> None:
-    if megabytes <= 0:
-        return
+class _Handles:
+    """The learner's objects the grader may call, by number."""
+
+    def __init__(self) -> None:
+        self.objects: dict[int, Any] = {}
+        self.ids: dict[int, int] = {}
+
+    def add(self, obj: Any) -> int:
+        key = id(obj)
+        if key not in self.ids:
+            self.ids[key] = len(self.objects) + 1
+            self.objects[self.ids[key]] = obj
+        return self.ids[key]
+
+
+class _Link:
+    """The two channels to the grader and the handles of the learner's objects."""
+
+    def __init__(self, fd_in: int, fd_out: int) -> None:
+        self.fd_in, self.fd_out = fd_in, fd_out
+        self.handles = _Handles()
+
+    def emit(self, header: dict[str, Any], payload: bytes = b"") -> None:
+        write_frame(self.fd_out, header, payload)
+
+
+_LINK: _Link | None = None
+
+
+class _Callback:
+    """A function of the grader's (a toy model's next-token scores) that the learner's code calls."""
+
+    def __init__(self, key: int) -> None:
+        self.key = key
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        assert _LINK is not None
+        counter = [0]
+        _LINK.emit({"event": "callback", "id": self.key},
+                   save_plain({"args": _encode(list(args), counter), "kwargs": _encode(kwargs, counter)}))
+        header, payload = read_frame(_LINK.fd_in)
+        if header.get("op") != "callback_result":
+            raise RuntimeError(header.get("error", "the grader's function failed"))
+        return pickle.loads(payload)
+
+
+def ask_piece(target: str, label: str, args: tuple, kwargs: dict) -> Any:
+    """A piece of the package taken out of the sandbox, computed by the grader unless the running check forbids it."""
+    from minitransformer import _poison
+
+    if _LINK is None:
+        raise _poison.hit(label)
+    counter = [0]
+    _LINK.emit({"event": "piece", "target": target},
+               save_plain({"args": _encode(list(args), counter), "kwargs": _encode(kwargs, counter)}))
+    header, payload = read_frame(_LINK.fd_in)
+    if header.get("op") != "piece_result":
+        raise _poison.hit(label)
+    return pickle.loads(payload)
+
+
+class _Unpickler(pickle.Unpickler):
+    def persistent_load(self, pid: Any) -> Any:
+        assert _LINK is not None
+        kind = pid[0]
+        if kind == "cb":
+            return _Callback(pid[1])
+        obj = _LINK.handles.objects[pid[1]]
+        return obj.get_submodule(pid[2]) if pid[2] else obj
+
+
+def _plain_tensor(t: Any) -> Any:
+    import torch
+
+    t = t.detach()
+    if type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter:
+        t = t.as_subclass(torch.Tensor)
+    return torch.Tensor(t.clone()) if type(t) is torch.nn.Parameter else t.clone()
+
+
+def _skeleton(module: Any, handle: int, path: str, memo: dict[int, Any], counter: list[int]) -> dict[str, Any]:
+    """What the grader needs of a module: its parameters, buffers, sub-modules and simple attributes."""
+    import torch
+
+    counter[0] += 1
+    if counter[0] > _MAX_ITEMS:
+        raise ValueError("too many values to send")
+
+    def tensor(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return None
+        if id(t) not in memo:
+            memo[id(t)] = _plain_tensor(t)
+        return memo[id(t)]
+
+    attrs = {k: v for k, v in vars(module).items() if not k.startswith("_")
+             and isinstance(v, (bool, int, float, str, type(None)))}
+    base = next((c.__name__ for c in type(module).__mro__ if c.__module__.startswith("torch.nn.modules")
+                 and c.__name__ != "Module"), "")
+    return {"__module__": True, "handle": handle, "path": path, "name": type(module).__name__, "base": base,
+            "training": bool(module.training), "attrs": attrs,
+            "params": {n: tensor(p) for n, p in module._parameters.items()},
+            "buffers": {n: tensor(b) for n, b in module._buffers.items()},
+            "children": {n: _skeleton(c, handle, f"{path}.{n}" if path else n, memo, counter) if c is not None else None
+                         for n, c in module._modules.items()}}
+
+
+def _encode(x: Any, counter: list[int], depth: int = 0, memo: dict[int, Any] | None = None) -> Any:
+    """The learner's value as plain data: tensors, numbers, strings, containers, and markers for the rest."""
+    import torch
+
+    memo = {} if memo is None else memo
+    counter[0] += 1
+    if counter[0] > _MAX_ITEMS or depth > _MAX_DEPTH:
+        raise ValueError("the value is too large or too deeply nested to send to the grader")
+    if isinstance(x, torch.Tensor):
+        if id(x) not in memo:
+            memo[id(x)] = _plain_tensor(x)
+        return memo[id(x)]
+    if x is None or type(x) in (bool, int, float, str, complex):
+        return x
+    if isinstance(x, (bool, int, float, str)):  # subclasses (numpy's float64 is a float)
+        return type(x).__mro__[[c.__module__ for c in type(x).__mro__].index("builtins")](x)
+    if type(x).__module__ == "numpy" and hasattr(x, "item") and getattr(x, "ndim", 1) == 0:
+        return _encode(x.item(), counter, depth + 1, memo)
+    if type(x) in (list, tuple):
+        return type(x)(_encode(v, counter, depth + 1, memo) for v in x)
+    if type(x) is torch.Size:
+        return tuple(int(v) for v in x)
+    if type(x) is dict:
+        return {k: _encode(v, counter, depth + 1, memo) for k, v in x.items() if isinstance(k, (str, int))}
+    assert _LINK is not None
+    if isinstance(x, torch.nn.Module):
+        return _skeleton(x, _LINK.handles.add(x), "", {}, counter)
+    if callable(x):
+        kind = "class" if isinstance(x, type) else "function"
+        return {"__callable__": kind, "handle": _LINK.handles.add(x), "name": str(getattr(x, "__name__", type(x).__name__))}
+    return {"__opaque__": type(x).__name__, "repr": _text(x)[:200]}
+
+
+def _text(x: Any) -> str:
     try:
-        import resource
-
-        limit = megabytes << 20
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    except (ImportError, ValueError, OSError):  # not on this OS: the container's limit applies
-        pass
+        return str(x)[:2000]
+    except BaseException:  # noqa: BLE001 - the learner's __str__ may raise anything
+        return f"<{type(x).__name__}>"
 
 
-def _snapshot(modules: list[types.ModuleType]) -> dict[tuple[str, str], tuple[Any, Any]]:
-    """Identity of every function and class (and its methods) of ``modules``."""
-    seen: dict[tuple[str, str], tuple[Any, Any]] = {}
-    for module in modules:
-        for name, value in list(vars(module).items()):
-            if callable(value) or isinstance(value, types.ModuleType):
-                seen[(module.__name__, name)] = (value, getattr(value, "__code__", None))
-            if isinstance(value, type) and value.__module__.startswith("minitransformer"):
-                for attr, member in vars(value).items():
-                    if isinstance(member, types.FunctionType):
-                        seen[(f"{module.__name__}.{name}", attr)] = (member, member.__code__)
-    return seen
+def _tensors(x: Any, out: list[Any], depth: int = 0) -> list[Any]:
+    """The tensors inside ``x`` (lists, tuples, dicts), in order: what the grader's check may see changed in place."""
+    import torch
+
+    if depth > _MAX_DEPTH or len(out) > _MAX_ITEMS:
+        return out
+    if isinstance(x, torch.Tensor):
+        out.append(x)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            _tensors(v, out, depth + 1)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _tensors(v, out, depth + 1)
+    return out
 
 
-def _changed(before: dict[tuple[str, str], tuple[Any, Any]], owners: dict[str, Any]) -> list[str]:
-    changed = []
-    for (owner, name), (value, code) in before.items():
-        space = owners.get(owner)
-        if space is None:
+def _apply_state(module: Any, state: dict[str, Any]) -> None:
+    """The parameters, buffers and train/eval flags the grader's check gave the learner's module."""
+    import torch
+
+    with torch.no_grad():
+        for kind, values in (("parameter", state.get("params", {})), ("buffer", state.get("buffers", {}))):
+            for name, value in values.items():
+                try:
+                    target = module.get_parameter(name) if kind == "parameter" else module.get_buffer(name)
+                except (AttributeError, TypeError):
+                    continue
+                if isinstance(target, torch.Tensor) and target.shape == value.shape:
+                    target.copy_(value)
+        for path, flag in state.get("training", {}).items():
+            try:
+                (module.get_submodule(path) if path else module).training = bool(flag)
+            except AttributeError:
+                continue
+
+
+def _arm(targets: list[str], spaces: list[dict[str, Any]]) -> list[Any]:
+    """Disable the pieces the running check asks for that are not taken out of the package (PyTorch's, and classes).
+
+    They are replaced where PyTorch defines them and wherever the learner's namespace holds them, for
+    the duration of one call; returns what undoes it.
+    """
+    import importlib
+
+    from minitransformer import _poison
+
+    undo: list[Any] = []
+    for target in targets:
+        module_name, _, attr = target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
             continue
-        now = vars(space).get(name, None)
-        if now is not value or getattr(now, "__code__", None) is not code:
-            changed.append(f"{owner}.{name}")
-    return changed
+        real = getattr(module, attr, None)
+        if real is None:
+            continue
+        owner = "minitransformer" if module_name.startswith("minitransformer") else "torch"
+        if isinstance(real, type):  # a class: its forward raises while the call runs
+            had = "forward" in vars(real)
+            previous = vars(real).get("forward")
+            real.forward = _poison.stub(f"{owner}'s {attr}")
+            undo.append((real, "forward", previous) if had else (real, "forward", None))
+            continue
+        fake = _poison.stub(f"{owner}'s {attr}")
+        for space in [vars(module), *spaces]:
+            for name, value in list(space.items()):
+                if value is real:
+                    space[name] = fake
+                    undo.append((space, name, value))
+    return undo
 
 
-def _error(err: BaseException) -> dict[str, Any]:
-    info = {"ename": type(err).__name__, "evalue": str(err)}
-    if isinstance(err, SyntaxError):
-        info["lineno"] = err.lineno
-        info["evalue"] = err.msg
-    return info
+def _serve(link: _Link, cell: int) -> None:
+    """Answer the grader's requests for one check cell, until it says to go on."""
+    from minitransformer import _poison
+
+    while True:
+        header, payload = read_frame(link.fd_in)
+        op = header.get("op")
+        if op == "resume":
+            return
+        if op == "lookup":
+            values, counter = {}, [0]
+            from IPython.core.interactiveshell import InteractiveShell
+
+            space = InteractiveShell.instance().user_ns
+            for name in header.get("names", []):
+                if name in space:
+                    try:
+                        values[name] = _encode(space[name], counter)
+                    except Exception as err:  # noqa: BLE001
+                        values[name] = {"__opaque__": type(space[name]).__name__, "repr": f"not sendable: {_text(err)}"}
+            link.emit({"op": "result"}, save_plain(values))
+            continue
+        if op != "call":
+            link.emit({"op": "error", "kind": "protocol", "ename": "RuntimeError", "evalue": f"unknown request {op!r}"})
+            continue
+        try:
+            handle, path, args, kwargs, state = _Unpickler(__import__("io").BytesIO(payload)).load()
+            target = link.handles.objects[handle]
+            if state is not None:
+                _apply_state(target, state)
+            if path:
+                target = target.get_submodule(path)
+            del _poison.USED[:]
+            from IPython.core.interactiveshell import InteractiveShell
+
+            undo = _arm([str(a) for a in header.get("avoid", [])], [InteractiveShell.instance().user_ns])
+            try:
+                value = target(*args, **kwargs)
+            finally:
+                for space, name, value_ in reversed(undo):
+                    if isinstance(space, dict):
+                        space[name] = value_
+                    elif value_ is None:
+                        delattr(space, name)
+                    else:
+                        setattr(space, name, value_)
+                used = sorted(set(_poison.USED))
+            if used:
+                raise _poison.ReferenceUsed(used[0])
+            counter = [0]
+            reply = save_plain({"value": _encode(value, counter), "after": [_plain_tensor(t) for t in _tensors(args, [])]})
+        except _poison.ReferenceUsed as err:
+            link.emit({"op": "error", "kind": "reference", "ename": "ReferenceUsed", "evalue": _text(err)})
+        except KeyboardInterrupt:
+            link.emit({"op": "error", "kind": "interrupt", "ename": "KeyboardInterrupt", "evalue": "interrupted"})
+        except NotImplementedError as err:
+            link.emit({"op": "error", "kind": "not_implemented", "ename": "NotImplementedError", "evalue": _text(err)})
+        except BaseException as err:  # noqa: BLE001 - the learner's error goes to the grader's check
+            if isinstance(err, (SystemExit, GeneratorExit)) and not isinstance(err, Exception):
+                link.emit({"op": "error", "kind": "other", "ename": type(err).__name__, "evalue": _text(err)})
+                continue
+            name = type(err).__name__ if type(err).__name__.isidentifier() else "Exception"
+            link.emit({"op": "error", "kind": "other", "ename": name[:80], "evalue": _text(err)})
+        else:
+            link.emit({"op": "result"}, reply)
+        finally:
+            _poison.USED.clear()
 
 
-def _statements(source: str) -> list[str]:
-    tree = ast.parse(source)
-    return [ast.get_source_segment(source, node) or "" for node in tree.body]
-
-
-def _run(plan: dict[str, Any], emit: Callable[..., None]) -> None:
+def _run(link: _Link) -> None:
+    header, payload = read_frame(link.fd_in)
+    plan = pickle.loads(payload)
     import torch
 
     torch.set_num_threads(int(plan.get("threads", 1)))
-    import minitransformer
-    import minitransformer.grading as grading
     from IPython.core.interactiveshell import InteractiveShell
 
-    genuine = {name: getattr(grading, name) for name in dir(grading) if name.startswith("check_")}
-    watched = [m for n, m in sorted(sys.modules.items()) if n == "minitransformer" or n.startswith("minitransformer.")]
-    watched_names = {m.__name__: m for m in watched}
-    extra = [builtins, torch, torch.Tensor, torch.nn.Module]
-    owners: dict[str, Any] = {**watched_names, **{getattr(m, "__name__", str(m)): m for m in extra}}
-    for module in watched:
-        for name, value in vars(module).items():
-            if isinstance(value, type) and value.__module__.startswith("minitransformer"):
-                owners[f"{module.__name__}.{name}"] = value
-    shell = InteractiveShell.instance()
+    shell = InteractiveShell.instance(colors="NoColor")
     shell.user_ns["__name__"] = "__main__"
-    before = _snapshot([*watched, *extra])  # after IPython has set up its builtins
-    # Of torch's own namespace only what the checks compare with: importing torch._dynamo (which an
-    # optimizer does) legitimately rewraps other functions such as torch.manual_seed.
-    before = {k: v for k, v in before.items() if k[0] != "torch" or k[1] in _TORCH_WATCHED}
-    modules_before = dict(watched_names)
     for index, cell in enumerate(plan["cells"]):
-        emit(event="start", cell=index)
-        if cell["kind"] == "code":
-            sink = _Sink()
-            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-                result = shell.run_cell(cell["source"], store_history=False, silent=False)
-            err = result.error_before_exec or result.error_in_exec
-            emit(event="done", cell=index, error=_error(err) if err is not None else None)
+        if cell["kind"] == "check":
+            link.emit({"event": "check", "cell": index})
+            _serve(link, index)
             continue
-        parts = []
-        for statement in _statements(cell["source"]):
-            flags = []
-            used = {n.id for n in ast.walk(ast.parse(statement)) if isinstance(n, ast.Name)}
-            for name in sorted(used & set(genuine)):
-                if name in shell.user_ns and shell.user_ns[name] is not genuine[name]:
-                    flags.append(f"the submission redefines `{name}`, the grader's check")
-            if "minitransformer" in shell.user_ns and shell.user_ns["minitransformer"] is not minitransformer:
-                flags.append("the submission rebinds the name `minitransformer`")
-            swapped = [n for n, m in modules_before.items() if sys.modules.get(n) is not m]
-            if swapped:
-                flags.append(f"the submission replaced the module {swapped[0]}")
-            tampered = _changed(before, owners)
-            if tampered:
-                shown = ", ".join(tampered[:3]) + (", ..." if len(tampered) > 3 else "")
-                flags.append(f"the submission changed code the checks rely on ({shown})")
-            if flags:
-                parts.append({"passed": False, "flagged": True,
-                              "message": "; ".join(flags) + ": this task scores 0"})
-                continue
-            space = dict(shell.user_ns)
-            space.update(genuine)
-            space["minitransformer"] = minitransformer
-            sink = _Sink()
-            try:
-                with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-                    exec(compile(statement, f"<check {cell['grade_id']}>", "exec"), space)
-            except KeyboardInterrupt:
-                parts.append({"passed": False, "message": "timed out: the check was interrupted", "timeout": True})
-            except BaseException as err:  # noqa: BLE001 - anything the learner's code raised fails the part
-                parts.append({"passed": False, "message": f"{type(err).__name__}: {err}"})
-            else:
-                text = sink.getvalue()
-                line = next((ln for ln in text.splitlines() if ln.startswith("✓")), "passed")
-                parts.append({"passed": True, "message": line})
-        emit(event="done", cell=index, parts=parts)
-    emit(event="end")
+        link.emit({"event": "start", "cell": index})
+        result = shell.run_cell(cell["source"], store_history=False, silent=False)
+        err = result.error_before_exec or result.error_in_exec
+        info = None
+        if err is not None:
+            info = {"ename": type(err).__name__, "evalue": _text(err)}
+            if isinstance(err, SyntaxError):
+                info.update(lineno=err.lineno, evalue=str(err.msg))
+        link.emit({"event": "done", "cell": index, "error": info})
+    link.emit({"event": "end"})
+
+
+def _watch_interrupts(fd: int) -> None:
+    """Each byte on ``fd`` interrupts the main thread (the grader's time limit for a cell or a call)."""
+    while True:
+        try:
+            data = os.read(fd, 1)
+        except OSError:
+            return
+        if not data:
+            return
+        _thread.interrupt_main()
 
 
 def main() -> None:
-    fd, megabytes = int(sys.argv[1]), int(sys.argv[2])
-    child = os.fork() if hasattr(os, "fork") else 0  # no fork (Windows): the learner's code runs here
+    global _LINK
+    fd_in, fd_out, fd_interrupt = (int(a) for a in sys.argv[1:4])
+    # In the sandbox the parent is the PID namespace's init, which signals from inside cannot kill; elsewhere
+    # a waiting parent takes the blow of os.kill(os.getppid(), 9). No fork (Windows): the code runs here.
+    child = os.fork() if hasattr(os, "fork") and os.getppid() != 1 else 0
     if child:  # the waiting parent: it only reports how the child ended
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         _, status = os.waitpid(child, 0)
         os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
-    _limit_memory(megabytes)
-    channel = os.fdopen(fd, "w", buffering=1, encoding="utf-8")
-    plan = json.loads(sys.stdin.read())
-    nonce = plan.pop("nonce")
-
-    def emit(**event: Any) -> None:
-        event.update(nonce=nonce, time=time.time())
-        channel.write(json.dumps(event) + "\n")
-        channel.flush()
-
+    _LINK = link = _Link(fd_in, fd_out)
+    sys.modules.setdefault("minitransformer.grading._runner", sys.modules[__name__])  # one _LINK for the stand-ins
+    threading.Thread(target=_watch_interrupts, args=(fd_interrupt,), daemon=True).start()
     try:
-        _run(plan, emit)
+        _run(link)
+    except Closed:
+        pass
     except BaseException as err:  # noqa: BLE001 - report why the runner stopped, then stop
-        emit(event="crash", error=_error(err))
+        try:
+            link.emit({"event": "crash", "error": {"ename": type(err).__name__, "evalue": _text(err),
+                                                    "where": traceback.format_exc()[-1000:]}})
+        except OSError:
+            pass
     finally:
-        channel.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
         os._exit(0)
 
 

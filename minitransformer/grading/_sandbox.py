@@ -1,53 +1,174 @@
-"""Running one submission's plan in its own process, with time and memory limits (see :mod:`._runner`).
+"""Running one submission in a sandbox, and talking to it (see :mod:`._runner` for the other side).
 
-* The runner starts in a new session (its own process group), in a private temporary folder that is
-  deleted afterwards, with one thread (``OMP_NUM_THREADS=1``, ``torch.set_num_threads(1)``) and an
-  address-space limit where the OS has one.
-* It imports the package from :class:`PackageCopy`, a read-only copy made when grading starts and
-  verified after every submission, so a submission that rewrites the package's files (checks or
-  reference) cannot change how the next one is graded.
-* A cell that runs past its limit gets SIGINT, then SIGKILL for the whole group after a grace
-  period; the whole submission gets SIGKILL at its own limit.
+**The sandbox** (:func:`sandbox_argv`) is bubblewrap (``bwrap``, the tool Flatpak uses): new PID,
+network, mount, IPC and UTS namespaces, every capability dropped, ``--die-with-parent`` and a new
+session. Its file system holds only ``/usr`` (read-only), a few files of ``/etc`` (read-only), the
+Python installation and its site-packages (read-only), the sandbox's copy of the package
+(:class:`KernelPackage`, read-only), a private ``/proc`` (only the sandbox's processes), a
+size-limited private ``/tmp`` and a writable work folder holding only the submission's notebook.
+No network, no view of the instructor's home, of the reference and the solutions, of the other
+submissions or of the grader's processes, and an environment of a few variables (``--clearenv``).
+The address-space, file-size and open-file limits are set on the ``bwrap`` process from outside
+(``setrlimit`` before it starts; they pass to everything inside), and the grader enforces the time
+limits: a byte on the interrupt channel, then SIGKILL of the whole sandbox, whose PID namespace
+takes every process the submission started with it.
+
+Without bubblewrap (``--no-sandbox``) the same runner starts as a plain process in a new session
+and a private temporary folder, with the same limits and checks but the instructor's rights.
+
+**The package copy** (:class:`KernelPackage`) has no checks, no reference and no answer key: its
+``minitransformer.grading`` only holds do-nothing stand-ins of the check functions (the genuine
+checks run in the grader's process, see :mod:`._remote`), and every function or class of the
+package that a task of the exercise asks the learner to write (the ``avoid`` list of its check) is
+rewritten so that calling it raises: the learner's code cannot use it, read it or find it in
+memory. PyTorch's own versions (``torch.nn.functional.scaled_dot_product_attention``...) cannot be
+taken out of PyTorch; the runner replaces them while the grader calls the learner's code, which a
+determined submission can undo (see docs/what_is_safe.md).
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
-import json
 import os
-import secrets
-import select
 import shutil
 import signal
 import stat
 import subprocess
 import sys
 import tempfile
-import time
-from dataclasses import dataclass, field
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # minitransformer/
-_GRACE = 5.0  # seconds between SIGINT and SIGKILL
-_ENV_KEPT = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX",
-                       "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "SYSTEMROOT"})
-_LIVE: set[subprocess.Popen] = set()  # runners still going, killed by kill_all when grading stops early
+_INSIDE_PACKAGE = "/opt/minitransformer-grading"  # where the sandbox sees its copy of the package
+_INSIDE_WORK = "/submission"
+_TMP_SIZE = 512 << 20  # bytes of the sandbox's /tmp (memory)
+_FILE_SIZE = 256 << 20  # largest file a submission may write
+_LIVE: set[subprocess.Popen] = set()  # sandboxes still going, killed by kill_all when grading stops early
+
+INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: `sudo dnf install "
+                "bubblewrap`), or run the grader inside a container (e.g. `docker run --rm --network none ...`) and "
+                "pass --no-sandbox there")
 
 
 def kill_all() -> None:
-    """Kill every runner still going (and what it started in its session)."""
+    """Kill every sandbox still going (and, through its PID namespace or session, what it started)."""
     for process in list(_LIVE):
-        _kill(process, signal.SIGKILL)
+        kill(process)
 
 
-class PackageCopy:
-    """A private, read-only copy of the ``minitransformer`` package for the runners to import."""
+def kill(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
-    def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="minitransformer-grader-"))
-        self.files = {p.relative_to(_PACKAGE): p.read_bytes() for p in sorted(_PACKAGE.rglob("*"))
-                      if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+
+# ------------------------------------------------------------------------------------------------
+# The package copy the submission imports
+# ------------------------------------------------------------------------------------------------
+
+_POISON = '''"""Stand-ins for the pieces this exercise asks the learner to write (the grading sandbox only)."""
+
+USED = []
+
+
+class ReferenceUsed(BaseException):
+    """The learner's code called the package's (or PyTorch's) version of the piece a task asks for."""
+
+
+def hit(label):
+    USED.append(label)
+    return ReferenceUsed(label)
+
+
+def stub(label, target=None):
+    """A stand-in that raises, or (``target`` given) asks the grader, which computes the piece unless the
+    running check asks the learner to write it."""
+    def poisoned(*args, **kwargs):
+        if target is not None:
+            from minitransformer.grading._runner import ask_piece
+            return ask_piece(target, label, args, kwargs)
+        raise hit(label)
+    poisoned.__name__ = label
+    return poisoned
+'''
+
+_GRADING_STUB = '''"""The grading sandbox's stand-in: the checks run in the grader's own process, not here."""
+
+CHECKS = {names!r}
+
+
+def _stand_in(name):
+    def check(*args, **kwargs):
+        print(f"({{name}}: checked by the grader, outside this notebook)")
+    check.__name__ = name
+    return check
+
+
+for _name in CHECKS:
+    globals()[_name] = _stand_in(_name)
+'''
+
+
+def _poison_source(source: str, names: set[str], module: str) -> str:
+    """``source`` with the body of each top-level function in ``names`` raising, and the name bound to a stand-in.
+
+    Classes are not rewritten: the package's own models (which the checks hand to the learner's
+    code, e.g. a Transformer for greedy decoding) are made of them; the runner disables the avoided
+    classes while the learner's code answers their check (see :mod:`._runner`).
+    """
+    tree = ast.parse(source)
+
+    def raising(label: str) -> list[ast.stmt]:
+        return ast.parse(f"raise __import__('minitransformer._poison', fromlist=['hit']).hit({label!r})").body
+
+    body: list[ast.stmt] = []
+    for node in tree.body:
+        body.append(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
+            node.body = raising(f"minitransformer's {node.name}")
+            # Other tasks may use the piece: the stand-in asks the grader, which refuses it to this one's check.
+            body += ast.parse(f"{node.name} = __import__('minitransformer._poison', fromlist=['stub']).stub("
+                              f"{'minitransformer' + chr(39) + 's ' + node.name!r}, {module + ':' + node.name!r})").body
+    tree.body = body
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+class KernelPackage:
+    """A private, read-only copy of ``minitransformer`` for the sandbox: no checks, no reference, poisoned pieces.
+
+    Args:
+        avoid: ``"minitransformer.module:Name"`` pieces the exercise asks the learner to write.
+        check_names: the names the stand-in ``minitransformer.grading`` defines.
+    """
+
+    def __init__(self, avoid: Sequence[str] = (), check_names: Sequence[str] = ()) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="minitransformer-sandbox-"))
+        by_file: dict[Path, set[str]] = {}
+        for target in avoid:
+            module, _, name = target.partition(":")
+            if not module.startswith("minitransformer."):
+                continue
+            rel = Path(*module.split(".")[1:])
+            path = rel.with_suffix(".py") if (_PACKAGE / rel.with_suffix(".py")).is_file() else rel / "__init__.py"
+            by_file.setdefault(path, set()).add(name)
+        self.files: dict[Path, bytes] = {}
+        for p in sorted(_PACKAGE.rglob("*")):
+            if not p.is_file() or "__pycache__" in p.parts or p.suffix == ".pyc":
+                continue
+            rel = p.relative_to(_PACKAGE)
+            if rel.parts[0] == "grading" and rel.name not in ("_protocol.py", "_runner.py"):
+                continue  # the checks, the reference and the answer key stay in the grader
+            data = p.read_bytes()
+            if rel in by_file:
+                data = _poison_source(data.decode("utf-8"), by_file[rel],
+                                      ".".join(("minitransformer", *rel.with_suffix("").parts))).encode()
+            self.files[rel] = data
+        self.files[Path("grading/__init__.py")] = _GRADING_STUB.format(names=sorted(check_names)).encode()
+        self.files[Path("_poison.py")] = _POISON.encode()
         self._write()
 
     def _write(self) -> None:
@@ -64,8 +185,8 @@ class PackageCopy:
 
         compileall.compile_dir(str(target), quiet=1)
         for path in sorted(target.rglob("*"), reverse=True):
-            path.chmod(stat.S_IRUSR | (stat.S_IXUSR if path.is_dir() else 0))
-        target.chmod(stat.S_IRUSR | stat.S_IXUSR)
+            path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH | (0o111 if path.is_dir() else 0))
+        target.chmod(0o555)
         self.digest = self._digest()
 
     def _digest(self) -> str:
@@ -95,110 +216,217 @@ class PackageCopy:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-@dataclass
-class RunResult:
-    """What came back from one run: the event of each cell, and how the run ended."""
+# ------------------------------------------------------------------------------------------------
+# bubblewrap
+# ------------------------------------------------------------------------------------------------
 
-    events: dict[int, dict[str, Any]] = field(default_factory=dict)
-    timed_out_cells: list[int] = field(default_factory=list)
-    notebook_timeout: bool = False
-    ended: bool = False
-    crash: dict[str, Any] | None = None
-    exit_code: int | None = None
-    stderr: str = ""
+def _python_dirs() -> list[str]:
+    """The folders the sandbox's Python needs: its installation, the environment and their site-packages."""
+    dirs = {sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix,
+            str(Path(os.path.realpath(sys.executable)).parent.parent)}
+    dirs |= {p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and os.path.isdir(p)}
+    real = sorted({os.path.realpath(d) for d in dirs if d and os.path.isdir(d)})
+    kept: list[str] = []
+    for d in real:
+        if d in ("/", "/usr") or d.startswith("/usr/") or any(d.startswith(k + "/") for k in kept):
+            continue
+        kept.append(d)
+    # A virtual environment is found through the path of sys.executable, which may be a link: bind that path too.
+    for d in (sys.prefix,):
+        if os.path.isdir(d) and d not in kept and not d.startswith("/usr/"):
+            kept.append(d)
+    return kept
 
 
-def _kill(process: subprocess.Popen, sig: int) -> None:
+def sandbox_argv(package: KernelPackage, workdir: Path, command: Sequence[str], env: dict[str, str]) -> list[str]:
+    """The ``bwrap`` command line that runs ``command`` in the sandbox described in the module docstring."""
+    bwrap = shutil.which("bwrap") or "/usr/bin/bwrap"
+    argv = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "grading",
+            "--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    for name in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf", "passwd", "group",
+                 "alternatives"):
+        if os.path.exists(f"/etc/{name}"):
+            argv += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    for d in _python_dirs():
+        argv += ["--ro-bind", d, d]
+    argv += ["--ro-bind", str(package.root), _INSIDE_PACKAGE, "--proc", "/proc", "--dev", "/dev",
+             "--size", str(_TMP_SIZE), "--tmpfs", "/tmp", "--bind", str(workdir), _INSIDE_WORK,
+             "--chdir", _INSIDE_WORK, "--clearenv"]
+    for key, value in env.items():
+        argv += ["--setenv", key, value]
+    return [*argv, "--", *command]
+
+
+_PROBE: tuple[bool, str] | None = None
+
+
+def sandbox_available() -> tuple[bool, str]:
+    """(whether bubblewrap runs here, why not): probed once by starting Python in an empty sandbox."""
+    global _PROBE
+    if _PROBE is not None:
+        return _PROBE
+    if shutil.which("bwrap") is None and not os.path.exists("/usr/bin/bwrap"):
+        _PROBE = (False, "bubblewrap (bwrap) is not installed")
+        return _PROBE
+    package = KernelPackage()
+    work = Path(tempfile.mkdtemp(prefix="grading-probe-"))
     try:
-        if hasattr(os, "killpg"):
-            os.killpg(process.pid, sig)
-        elif sig != signal.SIGINT:
-            process.kill()
-    except (ProcessLookupError, PermissionError):
-        pass
+        argv = sandbox_argv(package, work, [sys.executable, "-c", "import minitransformer, os; print(os.getpid())"],
+                            {"PATH": "/usr/bin:/bin", "PYTHONPATH": _INSIDE_PACKAGE})
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        if done.returncode == 0 and done.stdout.strip() in ("1", "2", "3"):
+            _PROBE = (True, "")
+        else:
+            why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            _PROBE = (False, f"bubblewrap is installed but cannot make a sandbox here ({why[:200]}); in a container it "
+                             "needs the rights to create namespaces (e.g. docker run --security-opt seccomp=unconfined "
+                             "--cap-add SYS_ADMIN), or grade inside the container with --no-sandbox")
+    except (OSError, subprocess.TimeoutExpired) as err:
+        _PROBE = (False, f"bubblewrap failed to start: {err}")
+    finally:
+        package.remove()
+        shutil.rmtree(work, ignore_errors=True)
+    return _PROBE
 
 
-def run_plan(plan: dict[str, Any], package: PackageCopy, *, cell_timeout: float, notebook_timeout: float,
-             memory_mb: int) -> RunResult:
-    """Run ``plan`` (cells, see :mod:`._runner`) in a fresh, limited process and collect its events."""
-    if cell_timeout <= 0 or notebook_timeout <= 0:
-        raise ValueError("time limits must be > 0 seconds")
-    nonce = secrets.token_hex(16)
-    private = Path(tempfile.mkdtemp(prefix="submission-"))  # the working folder, a home and a temp folder
-    workdir, home, tmp = private / "work", private / "home", private / "tmp"
-    for folder in (workdir, home, tmp):
-        folder.mkdir()
-    # Only what Python and torch need: the instructor's other variables (tokens, keys) stay out of reach.
-    env = {k: v for k, v in os.environ.items() if k in _ENV_KEPT or k.startswith("LC_")}
-    env.update(PYTHONPATH=os.pathsep.join([str(package.root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-               OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", TQDM_DISABLE="1",
-               MPLBACKEND="Agg", TMPDIR=str(tmp), HOME=str(home), PYTHONDONTWRITEBYTECODE="1")
-    read_end, write_end = os.pipe()
-    result = RunResult()
-    with tempfile.TemporaryFile() as errors:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "minitransformer.grading._runner", str(write_end), str(memory_mb)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errors, cwd=workdir, env=env,
-            pass_fds=(write_end,), start_new_session=True)
-        _LIVE.add(process)
-        os.close(write_end)
+# ------------------------------------------------------------------------------------------------
+# One submission's process
+# ------------------------------------------------------------------------------------------------
+
+class Output:
+    """The submission's printed output, capped: the first and the last ``keep`` bytes, and how much was cut."""
+
+    def __init__(self, keep: int = 8192) -> None:
+        self.keep, self.head, self.tail, self.total = keep, bytearray(), bytearray(), 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.keep - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            del self.tail[: max(0, len(self.tail) - self.keep)]
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", "replace")
+        if not self.tail:
+            return head
+        cut = self.total - len(self.head) - len(self.tail)
+        middle = f"\n[... {cut:,} bytes of output cut ...]\n" if cut > 0 else ""
+        return head + middle + self.tail.decode("utf-8", "replace")
+
+    @property
+    def cut(self) -> bool:
+        return self.total > len(self.head) + len(self.tail)
+
+
+def _limits(memory_mb: int) -> Any:
+    def apply() -> None:
+        import resource
+
+        for which, value in ((resource.RLIMIT_AS, memory_mb << 20 if memory_mb > 0 else None),
+                             (resource.RLIMIT_FSIZE, _FILE_SIZE), (resource.RLIMIT_NOFILE, 1024),
+                             (resource.RLIMIT_CORE, 0)):
+            if value is None:
+                continue
+            try:
+                resource.setrlimit(which, (value, value))
+            except (ValueError, OSError):
+                pass
+    return apply if hasattr(os, "fork") else None
+
+
+class Sandboxed:
+    """A started submission process: its channels, its output, and how to stop it."""
+
+    def __init__(self, package: KernelPackage, notebook: bytes | None, *, sandbox: bool, memory_mb: int) -> None:
+        self.private = Path(tempfile.mkdtemp(prefix="submission-"))
+        work = self.private / "work"
+        work.mkdir()
+        if notebook is not None:
+            (work / "submission.ipynb").write_bytes(notebook)
+        req_r, self.req_w = os.pipe()  # grader -> runner
+        self.out_r, out_w = os.pipe()  # runner -> grader
+        intr_r, self.intr_w = os.pipe()  # grader -> runner: interrupt
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "OPENBLAS_NUM_THREADS": "1", "TQDM_DISABLE": "1", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1"}
+        command = [sys.executable, "-s", "-m", "minitransformer.grading._runner", str(req_r), str(out_w), str(intr_r)]
+        if sandbox:
+            env.update(HOME="/tmp", TMPDIR="/tmp", MPLCONFIGDIR="/tmp/matplotlib", PYTHONPATH=_INSIDE_PACKAGE)
+            argv, cwd = sandbox_argv(package, work, command, env), None
+        else:
+            home, tmp = self.private / "home", self.private / "tmp"
+            home.mkdir()
+            tmp.mkdir()
+            env.update(HOME=str(home), TMPDIR=str(tmp), MPLCONFIGDIR=str(tmp / "matplotlib"),
+                       PYTHONPATH=str(package.root))
+            for key in ("SYSTEMROOT", "LD_LIBRARY_PATH"):
+                if key in os.environ:
+                    env[key] = os.environ[key]
+            argv, cwd = command, work
+        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, cwd=cwd, env=env if not sandbox else {},
+                                        pass_fds=(req_r, out_w, intr_r), start_new_session=True,
+                                        preexec_fn=_limits(memory_mb))
+        _LIVE.add(self.process)
+        for fd in (req_r, out_w, intr_r):
+            os.close(fd)
+        self.output = Output()
+        self._reader = threading.Thread(target=self._read_output, daemon=True)
+        self._reader.start()
+
+    def _read_output(self) -> None:
+        assert self.process.stdout is not None
+        while True:
+            chunk = self.process.stdout.read1(65536) if hasattr(self.process.stdout, "read1") else \
+                self.process.stdout.read(65536)
+            if not chunk:
+                return
+            self.output.add(chunk)
+
+    def interrupt(self) -> None:
         try:
-            assert process.stdin is not None
-            process.stdin.write(json.dumps({**plan, "nonce": nonce}).encode())
-            process.stdin.close()
-        except BrokenPipeError:
+            os.write(self.intr_w, b"!")
+        except OSError:
             pass
-        start = time.monotonic()
-        cell_start, current, interrupted_at = start, None, None
-        buffer = b""
-        with os.fdopen(read_end, "rb", buffering=0) as channel:
-            while True:
-                now = time.monotonic()
-                deadlines = [start + notebook_timeout]
-                if current is not None:
-                    deadlines.append(cell_start + cell_timeout if interrupted_at is None else interrupted_at + _GRACE)
-                wait = max(0.0, min(deadlines) - now)
-                ready, _, _ = select.select([channel], [], [], wait)
-                if ready:
-                    chunk = channel.read(65536)
-                    if not chunk:
-                        break
-                    buffer += chunk
-                    *lines, buffer = buffer.split(b"\n")
-                    for line in lines:
-                        try:
-                            event = json.loads(line)
-                        except ValueError:
-                            continue
-                        if event.get("nonce") != nonce:
-                            continue  # not written by the runner
-                        if event["event"] == "start":
-                            current, cell_start, interrupted_at = event["cell"], time.monotonic(), None
-                        elif event["event"] == "done":
-                            result.events[event["cell"]] = event
-                            current = None
-                        elif event["event"] == "end":
-                            result.ended = True
-                        elif event["event"] == "crash":
-                            result.crash = event.get("error")
-                    continue
-                now = time.monotonic()
-                if now >= start + notebook_timeout:
-                    result.notebook_timeout = True
-                    break
-                if current is not None and interrupted_at is None and now >= cell_start + cell_timeout:
-                    result.timed_out_cells.append(current)
-                    interrupted_at = now
-                    _kill(process, signal.SIGINT)
-                elif interrupted_at is not None and now >= interrupted_at + _GRACE:
-                    break  # the cell ignored the interrupt
-        _kill(process, signal.SIGKILL)  # the runner, and anything it started in its session
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> int | None:
+        """Kill what is left, wait for it, close the channels and remove the private folder."""
+        kill(self.process)
         try:
-            result.exit_code = process.wait(timeout=10)
+            code = self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            pass
-        _LIVE.discard(process)
-        errors.seek(0)
-        result.stderr = errors.read()[-2000:].decode("utf-8", "replace")
-    shutil.rmtree(private, ignore_errors=True)
-    return result
+            code = None
+        _LIVE.discard(self.process)
+        self._reader.join(timeout=5)
+        for fd in (self.req_w, self.out_r, self.intr_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        shutil.rmtree(self.private, ignore_errors=True)
+        return code
+
+
+def run_plan(plan: dict[str, Any], package: KernelPackage, *, cell_timeout: float, notebook_timeout: float,
+             memory_mb: int, sandbox: bool = True) -> Any:
+    """Run the code cells of ``plan`` (``{"cells": [{"kind": "code", "source": ...}, ...]}``) in a sandbox.
+
+    Returns a :class:`._remote.RunResult`; check cells (``"kind": "check"``) run in this process.
+    """
+    from ._remote import check_functions, run_submission
+
+    return run_submission(plan["cells"], package, notebook=None, sandbox=sandbox, cell_timeout=cell_timeout,
+                          notebook_timeout=notebook_timeout, memory_mb=memory_mb, checks=check_functions())

@@ -1,14 +1,12 @@
 """Grading one notebook: :func:`grade_notebook` (:mod:`.classroom` grades a folder and is the command).
 
 A submission is matched to its exercise (``--exercise``, the notebook's metadata, its file or folder
-name, or the names its code defines), then run in its own process (:mod:`._sandbox`): the
-learner's code cells in order, and the exercise's check cells, hidden tests included, taken from
-the package's reference (:mod:`.generate` writes it from the solutions) wherever the submission had
-them. Each task gets its points from its check: all of them, a share per passing part where the
-reference gives ``parts``, or 0.
-
-**Grading executes the learners' code.** Each submission runs in a separate process with time and
-memory limits and a private folder, but with your user's rights: grade a class inside a container.
+name, or the names its code defines), then run: the learner's code cells in order in a sandbox
+(:mod:`._sandbox`), and the exercise's check cells, hidden tests included, taken from the package's
+reference (:mod:`.generate` writes it from the solutions) wherever the submission had them, run in
+the grader's own process against the learner's code in the sandbox (:mod:`._remote`). Each task
+gets its points from its check: all of them, a share per passing part where the reference gives
+``parts``, or 0.
 """
 
 from __future__ import annotations
@@ -56,6 +54,7 @@ class Report:
     seconds: float = 0.0
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    output: str = ""  # what the submission printed, capped (first and last part)
 
     @property
     def score(self) -> float:
@@ -217,19 +216,22 @@ def _zero(ref: dict[str, Any] | None, message: str) -> list[TaskResult]:
 def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: float = 120.0,
                    notebook_timeout: float = 900.0, memory_mb: int = 4096,
                    references: dict[str, dict[str, Any]] | None = None, package: Any = None,
-                   student: str | None = None, data: bytes | None = None) -> Report:
-    """Run one submitted notebook in its own process and score every task of its exercise.
+                   student: str | None = None, data: bytes | None = None, sandbox: bool | None = None) -> Report:
+    """Run one submitted notebook in a sandbox and score every task of its exercise with the grader's own checks.
 
     Args:
         path: the notebook (only read).
         exercise: the exercise's name; by default found from the metadata, the file or folder name, or the content.
-        timeout: seconds allowed for each cell (> 0).
-        notebook_timeout: seconds allowed for the whole notebook (> 0).
-        memory_mb: address-space limit of the process, in MiB (0: none).
+        timeout: seconds allowed for each cell (finite, > 0).
+        notebook_timeout: seconds allowed for the whole notebook (finite, > 0).
+        memory_mb: address-space limit of the submission's processes, in MiB (0: none).
         references: from :func:`load_references` (read once for many notebooks).
-        package: a :class:`~._sandbox.PackageCopy` to import the checks from (one is made if None).
+        package: a dict in which to keep the sandbox's package copies (one per set of poisoned pieces) for
+            many notebooks; the caller removes them. None: made and removed here.
         student: the student's name for the report (default: the file name).
         data: the notebook's bytes, if already read.
+        sandbox: True: bubblewrap; False: a plain process with the instructor's rights; None: bubblewrap,
+            or a RuntimeError that says how to install it.
 
     Returns:
         A :class:`Report`. A notebook that cannot be read or matched gets an ``error`` and 0 of the
@@ -237,15 +239,21 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
     """
     import nbformat
 
-    from ._sandbox import PackageCopy, run_plan
+    from ._remote import avoided, check_functions, run_submission
+    from ._sandbox import INSTALL_HINT, KernelPackage, sandbox_available
 
-    if timeout <= 0 or notebook_timeout <= 0:
-        raise ValueError(f"time limits must be > 0 seconds, got timeout={timeout}, notebook_timeout={notebook_timeout}")
+    check_limits(timeout, notebook_timeout)
+    if sandbox is None:
+        works, why = sandbox_available()
+        if not works:
+            raise RuntimeError(f"cannot grade in a sandbox: {why}. To grade untrusted code, {INSTALL_HINT}.")
+        sandbox = True
     path = Path(path)
     refs = references if references is not None else load_references()
     report = Report(path=str(path), student=student or path.stem)
     start = time.perf_counter()
     nb = None
+    raw = None
     try:
         raw = data if data is not None else path.read_bytes()
         nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
@@ -264,22 +272,43 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
     if how == "content":
         report.notes.append(f"matched to exercise {name} by the names it defines")
     cells = _plan(nb, ref, report.notes)
-    own = package is None
-    package = package or PackageCopy()
+    checks = check_functions()
+    avoid = sorted({a for c in cells if c["kind"] == "check" for a in avoided(c["source"], checks)})
+    packages = package if isinstance(package, dict) else {}
+    from ._remote import _is_function
+
+    key = tuple(a for a in avoid if _is_function(a))
+    if key not in packages:
+        packages[key] = KernelPackage(key, sorted(checks))
+    copy = packages[key]
     try:
-        run = run_plan({"cells": cells, "threads": 1}, package, cell_timeout=timeout,
-                       notebook_timeout=notebook_timeout, memory_mb=memory_mb)
-        if not package.intact():
+        run = run_submission(cells, copy, notebook=raw, sandbox=sandbox, cell_timeout=timeout,
+                             notebook_timeout=notebook_timeout, memory_mb=memory_mb, checks=checks)
+        if not copy.intact():
             report.error = "the submission changed the grader's copy of the package; its grade is void"
     finally:
-        if own:
-            package.remove()
+        if not isinstance(package, dict):
+            for made in packages.values():
+                made.remove()
+    report.output = run.output
+    if run.output_cut:
+        report.notes.append("the submission printed more than the grader keeps; its output was cut in the middle")
     report.tasks = _score(cells, ref, run, timeout, notebook_timeout, report)
     if report.error:
         for t in report.tasks:
             t.score = 0.0
     report.seconds = time.perf_counter() - start
     return report
+
+
+def check_limits(timeout: float, notebook_timeout: float) -> None:
+    """Raise ValueError unless both time limits are finite numbers of seconds > 0."""
+    import math
+
+    for name, value in (("timeout", timeout), ("notebook_timeout", notebook_timeout)):
+        if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{name} must be a finite number of seconds > 0 (the code is untrusted: a limit is "
+                             f"needed); got {value!r}")
 
 
 def _score(cells: list[dict[str, Any]], ref: dict[str, Any], run: Any, timeout: float,
@@ -292,8 +321,8 @@ def _score(cells: list[dict[str, Any]], ref: dict[str, Any], run: Any, timeout: 
         stopped = f"not run: the grader's runner failed ({run.crash.get('ename')}: {run.crash.get('evalue')})"
         report.notes.append(stopped)
     elif not run.ended:
-        why = "a cell ignored the interrupt after its time limit" if run.timed_out_cells else \
-            "the submission's process died" + (" (out of memory?)" if "MemoryError" in run.stderr else "")
+        why = run.gone or ("a cell ignored the interrupt after its time limit" if run.timed_out_cells else
+                           "the submission's process died" + (" (out of memory?)" if "MemoryError" in run.output else ""))
         stopped = f"not run: {why}"
         report.notes.append(stopped)
     syntax = ""
@@ -329,7 +358,9 @@ def _score(cells: list[dict[str, Any]], ref: dict[str, Any], run: Any, timeout: 
             message = parts[0]["message"] if parts else "passed"
         else:
             message = _ANSI.sub("", failed[0]["message"])
-            if failed[0].get("timeout"):
+            if failed[0].get("gone"):
+                message = failed[0]["message"]
+            elif failed[0].get("timeout"):
                 message = f"timed out: the check ran for more than {timeout:g} s and was interrupted"
             elif syntax and not failed[0].get("flagged") and re.match(r"(NameError|NotImplementedError)", message):
                 message = f"{syntax} ({message})"
