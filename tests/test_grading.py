@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import csv
 import importlib
 import io
@@ -838,17 +839,123 @@ def test_the_exercise_is_found_from_the_option_metadata_name_or_content():
     assert identify(None, Path("x/alice.ipynb"), refs) == (None, "not found")
 
 
-@pytest.mark.skipif(shutil.which("nbgrader") is None, reason="nbgrader is not installed here")
-def test_nbgrader_generates_the_assignments_from_the_solutions(tmp_path):
+# nbgrader's own bookkeeping, which make-exercises does not write (exercises/README.md, "Releasing the exercises
+# with nbgrader"): the checksums that autograde compares, JupyterLab's cell locks, the solution run's timings.
+_NBGRADER_ONLY_METADATA = ("editable", "deletable", "execution")
+_NBGRADER_ONLY_NBGRADER = ("checksum", "cell_type")
+
+
+def _differences(released: nbformat.NotebookNode, ours: nbformat.NotebookNode) -> list[str]:
+    """Where nbgrader's student notebook and ours differ, beyond nbgrader's own bookkeeping ([] when equal)."""
+    found = []
+    if released.metadata != ours.metadata:
+        found.append(f"notebook metadata: {dict(released.metadata)} != {dict(ours.metadata)}")
+    if len(released.cells) != len(ours.cells):
+        found.append(f"{len(released.cells)} cells != {len(ours.cells)}")
+    for index, (theirs, mine) in enumerate(zip(released.cells, ours.cells)):
+        for key in ("id", "cell_type", "source", "outputs", "execution_count"):
+            if theirs.get(key) != mine.get(key):
+                found.append(f"cell {index} {key}: {theirs.get(key)!r} != {mine.get(key)!r}")
+        meta = {k: v for k, v in theirs.metadata.items() if k not in _NBGRADER_ONLY_METADATA}
+        meta["nbgrader"] = {k: v for k, v in meta["nbgrader"].items() if k not in _NBGRADER_ONLY_NBGRADER}
+        if meta != mine.metadata:
+            found.append(f"cell {index} metadata: {meta} != {dict(mine.metadata)}")
+    return found
+
+
+def _nbgrader_config() -> str:
+    """The nbgrader_config.py that exercises/README.md tells instructors to use."""
+    readme = (ROOT / "exercises" / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(# nbgrader_config\.py\n.*?)```", readme, re.DOTALL)
+    assert len(blocks) == 1, "exercises/README.md should show one nbgrader_config.py"
+    return blocks[0]
+
+
+def _clear_with(preprocessor: Any, solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """One nbgrader ClearSolutions-like step, then nbgrader's own clearing of outputs and hidden tests."""
+    from nbgrader.preprocessors import ClearHiddenTests, ClearOutput
+
+    nb = copy.deepcopy(solution)
+    for step in (preprocessor, ClearOutput(), ClearHiddenTests()):
+        nb, _ = step.preprocess(nb, {})
+    return nb
+
+
+def test_nbgraders_own_clear_solutions_loses_the_hints_and_ours_keeps_them():
+    """In process, without the gradebook: the step the plug-in replaces, nbgrader's and ours, on every exercise."""
+    pytest.importorskip("nbgrader", reason="nbgrader is not installed (pip install -e '.[nbgrader]')")
+    from nbgrader.preprocessors import ClearSolutions
+
+    from minitransformer.grading.nbgrader_plugin import ClearSolutionsWithHints
+
+    for name in NAMES:
+        solution = _read("solutions", name)
+        ours = exercise_from_solution(solution)
+        plain = _differences(_clear_with(ClearSolutions(), solution), ours)
+        # nbgrader alone: a bare stub in every task cell and the solutions note in the first cell.
+        tasks = sum(bool(c.metadata["nbgrader"]["solution"]) for c in solution.cells)
+        assert sum("raise NotImplementedError()" in d or "# YOUR CODE HERE" in d for d in plain) == tasks, name
+        assert any("cell 0 source" in d and "> **Solutions.**" in d for d in plain), name
+        assert _differences(_clear_with(ClearSolutionsWithHints(), solution), ours) == [], name
+    blockless = _with_a_task_cell_without_block()
+    assert _differences(_clear_with(ClearSolutionsWithHints(), blockless), exercise_from_solution(blockless)) == []
+
+
+def _with_a_task_cell_without_block() -> nbformat.NotebookNode:
+    """03 with task 2's answer written without BEGIN/END SOLUTION, its hint in the cell's metadata."""
+    solution = _read("solutions", "03_self_attention")
+    cell = next(c for c in solution.cells if c.metadata["nbgrader"].get("grade_id") == "task-2-code")
+    cell.source = "def my_padding_mask(tokens, pad_id):\n    return (tokens != pad_id)[:, None, None, :]"
+    cell.metadata["minitransformer"] = {"hint": "compare with pad_id"}
+    return solution
+
+
+def test_a_task_cell_without_a_solution_block_is_all_answer():
+    """nbgrader's rule for a solution cell without BEGIN/END SOLUTION, with the course's stub and hint."""
+    exercise = exercise_from_solution(_with_a_task_cell_without_block())
+    stub = next(c for c in exercise.cells if c.metadata["nbgrader"].get("grade_id") == "task-2-code")
+    assert stub.source == 'raise NotImplementedError("Task 2: compare with pad_id")'
+
+
+def test_the_nbgrader_configuration_replaces_only_clear_solutions():
+    pytest.importorskip("nbgrader", reason="nbgrader is not installed (pip install -e '.[nbgrader]')")
+    from nbgrader.converters import GenerateAssignment
+    from nbgrader.preprocessors import ClearOutput, ClearSolutions
+    from traitlets.config import Config
+
+    from minitransformer.grading.nbgrader_plugin import ClearSolutionsWithHints, configure
+
+    config = Config()
+    configure(config)
+    default = GenerateAssignment.class_traits()["preprocessors"].default()
+    assert config.GenerateAssignment.preprocessors == [ClearSolutionsWithHints if p is ClearSolutions else p
+                                                       for p in default]
+    assert ClearSolutions not in config.GenerateAssignment.preprocessors
+    configure(config)  # twice: unchanged
+    assert config.GenerateAssignment.preprocessors.count(ClearSolutionsWithHints) == 1
+    own = Config()
+    own.GenerateAssignment.preprocessors = [ClearOutput]
+    with pytest.raises(ValueError, match="no ClearSolutions to replace"):
+        configure(own)
+
+
+def test_nbgrader_generate_assignment_writes_our_exercises(tmp_path):
+    """Real nbgrader, configured as exercises/README.md says, releases the notebooks of exercises/ (see _differences)."""
+    pytest.importorskip("nbgrader", reason="nbgrader is not installed (pip install -e '.[nbgrader]')")
+    (tmp_path / "nbgrader_config.py").write_text(_nbgrader_config(), encoding="utf-8")
     for name in NAMES:
         (tmp_path / "source" / name).mkdir(parents=True)
         shutil.copy(ROOT / "solutions" / f"{name}.ipynb", tmp_path / "source" / name)
-        run = subprocess.run(["nbgrader", "generate_assignment", name, "--force", f"--CourseDirectory.root={tmp_path}",
-                              f"--CourseDirectory.db_url=sqlite:///{tmp_path}/gradebook.db"],
-                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
-        assert run.returncode == 0, run.stderr[-2000:]
-        released = (tmp_path / "release" / name / f"{name}.ipynb").read_text(encoding="utf-8")
-        assert "BEGIN SOLUTION" not in released and "HIDDEN TESTS" not in released
+    run = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "*", f"--CourseDirectory.root={tmp_path}",
+                          f"--CourseDirectory.db_url=sqlite:///{tmp_path}/gradebook.db"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    for name in NAMES:
+        released = nbformat.read(tmp_path / "release" / name / f"{name}.ipynb", as_version=4)
+        assert _differences(released, exercise_from_solution(_read("solutions", name))) == [], name
+        assert _differences(released, _read("exercises", name)) == [], name  # the committed ones, too
+        text = "\n".join(c.source for c in released.cells)
+        assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text and "YOUR CODE HERE" not in text
 
 
 @pytest.mark.parametrize("wrong, blamed", [("mask", "check task 2"), ("attention", "check task 1")])

@@ -18,7 +18,8 @@ untouched, so calling one does not change what the rest of a notebook computes.
 
 # The package, one module per part: _common.py (helpers shared by the checks), attention_checks.py
 # (exercises 02, 03, 06), layer_checks.py (04, 05), decoding_checks.py (06, 07), generate.py (exercises
-# and reference from the solutions), notebooks.py (grading one notebook), classroom.py (a folder, the command), _sandbox.py
+# and reference from the solutions; nbgrader_plugin.py makes `nbgrader generate_assignment` write the same
+# exercises, and imports nbgrader, which nothing else here needs), notebooks.py (grading one notebook), classroom.py (a folder, the command), _sandbox.py
 # (the bubblewrap sandbox and its package copy), _runner.py (the learner's side, in the sandbox), _remote.py (the
 # grader's side: the checks, with proxies of the learner's code), _protocol.py (their messages); __main__.py runs
 # the command.

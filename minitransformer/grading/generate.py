@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REFERENCE", "exercise_from_solution", "make_exercises", "reference_from_solution"]
+__all__ = ["REFERENCE", "clear_solution", "exercise_from_solution", "make_exercises", "reference_from_solution"]
 
 REFERENCE = Path(__file__).resolve().parent / "reference"
 _BEGIN, _END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -98,23 +98,39 @@ def _without_banner(markdown: str) -> str:
     return "\n\n".join(p for p in paragraphs if not p.lstrip().startswith(_BANNER))
 
 
+def clear_solution(cell: Any) -> bool:
+    """Turn one cell's answers into the learner's stubs in place; return whether the cell changed.
+
+    A task cell's ``BEGIN/END SOLUTION`` blocks become their ``raise NotImplementedError("Task N:
+    <hint>")`` (or ``### STUB:`` lines); a markdown cell loses its ``> **Solutions.**`` paragraph.
+    Hidden tests are left alone (see :func:`exercise_from_solution`). This is the one definition of
+    the stub that both generators use: :func:`exercise_from_solution` and, for ``nbgrader
+    generate_assignment``, :class:`minitransformer.grading.nbgrader_plugin.ClearSolutionsWithHints`.
+    """
+    before = cell.source
+    if cell.cell_type == "code" and _nbgrader(cell).get("solution"):
+        task = _task_number(str(_nbgrader(cell).get("grade_id", "?")))
+        hint = cell.metadata.get("minitransformer", {}).get("hint", "write your code here")
+        source = cell.source
+        if not any(line.strip() == _BEGIN for line in source.split("\n")):
+            source = f"{_BEGIN}\n{source}\n{_END}"  # as in nbgrader: a task cell without a block is all answer
+        cell.source = _replace_solutions(source, task, hint)
+    elif cell.cell_type == "markdown":
+        cell.source = _without_banner(cell.source)
+    return cell.source != before
+
+
 def exercise_from_solution(solution: Any) -> Any:
     """The exercise notebook (an nbformat node) of a solution notebook: stubs, no outputs, no hidden tests."""
     nb = copy.deepcopy(solution)
     for cell in nb.cells:
         for key in _DROP_CELL_METADATA:
             cell.metadata.pop(key, None)
-        info = _nbgrader(cell)
+        clear_solution(cell)
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-            if info.get("solution"):
-                task = _task_number(str(info.get("grade_id", "?")))
-                hint = cell.metadata.get("minitransformer", {}).get("hint", "write your code here")
-                cell.source = _replace_solutions(cell.source, task, hint)
-            if info.get("grade"):
+            if _nbgrader(cell).get("grade"):
                 cell.source = _remove_hidden(cell.source)
-        elif cell.cell_type == "markdown":
-            cell.source = _without_banner(cell.source)
     nb.metadata.pop("widgets", None)
     return nb
 
