@@ -39,7 +39,7 @@ extensions = [
     "myst_nb",
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
-    "sphinx.ext.viewcode",
+    "sphinx.ext.linkcode",
     "sphinx.ext.mathjax",
 ]
 
@@ -88,6 +88,27 @@ mathjax3_config = {
 }
 
 
+def linkcode_resolve(domain: str, info: dict) -> str | None:
+    """The [source] link of an object: its lines in the public repository."""
+    if domain != "py" or not info.get("module"):
+        return None
+    import importlib
+    import inspect
+
+    obj = importlib.import_module(info["module"])
+    for part in info["fullname"].split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    obj = inspect.unwrap(obj)
+    try:
+        path = Path(inspect.getsourcefile(obj)).resolve().relative_to(ROOT)
+        lines, first = inspect.getsourcelines(obj)
+    except (TypeError, OSError, ValueError):
+        return None
+    return f"{REPOSITORY_URL}/blob/{REPOSITORY_BRANCH}/{path.as_posix()}#L{first}-L{first + len(lines) - 1}"
+
+
 # Docstrings are written to be read in a terminal as much as here: a few plain-text habits would
 # be read by reStructuredText as markup. Escape them for the page (the docstrings stay as they are).
 _LITERAL_GLUED = re.compile(r"(``[^`]+``)(?=[^\s.,;:!?)\]'\"/-])")  # ``<pad>``=0: end-string needs a break
@@ -100,4 +121,7 @@ def _escape_docstring(app, what, name, obj, options, lines: list[str]) -> None:
 
 
 def setup(app) -> None:
+    # The build script passes a hash of this file and itself: when either changes, every page is
+    # read again (Sphinx alone only notices changed config values and changed sources).
+    app.add_config_value("site_build_hash", "", "env")
     app.connect("autodoc-process-docstring", _escape_docstring)

@@ -105,38 +105,41 @@ def fetch_tarball(name: str, version: str, integrity: str, assets: Path | None) 
     return path
 
 
-def unpack(tarball: Path, integrity: str, dest: Path, keep: tuple[str, ...]) -> None:
-    """Extract the regular files of ``tarball`` under ``package/<keep>`` into ``dest`` (once)."""
+def unpack(tarball: Path, integrity: str, dest: Path, keep: tuple[str, ...], strip: str = "") -> None:
+    """Extract the regular files of ``tarball`` under ``package/<one of keep>`` into ``dest``,
+    without the leading ``package/<strip>/``; once per tarball and list."""
     stamp = dest / ".integrity"
-    if stamp.is_file() and stamp.read_text() == integrity:
+    recipe = json.dumps([integrity, keep, strip])
+    if stamp.is_file() and stamp.read_text() == recipe:
         return
     if dest.exists():
         shutil.rmtree(dest)
     with tarfile.open(tarball, "r:gz") as tar:
         for member in tar.getmembers():
             parts = Path(member.name).parts
-            if not member.isfile() or len(parts) < 2 or ".." in parts:
+            if not member.isfile() or ".." in parts or parts[:1] != ("package",):
                 continue
-            inner = Path(*parts[1:])  # drop "package/"
-            for prefix in keep:
-                if inner.parts[:len(Path(prefix).parts)] == Path(prefix).parts:
-                    relative = inner.relative_to(prefix) if prefix.endswith("/") else inner
-                    out = dest / relative
-                    out.parent.mkdir(parents=True, exist_ok=True)
-                    source = tar.extractfile(member)
-                    assert source is not None
-                    out.write_bytes(source.read())
-                    break
-    stamp.write_text(integrity)
+            inner = Path(*parts[1:]).as_posix()
+            if not any(inner == k or inner.startswith(k + "/") for k in keep):
+                continue
+            out = dest / (inner[len(strip) + 1:] if strip and inner.startswith(strip + "/") else inner)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            source = tar.extractfile(member)
+            assert source is not None
+            out.write_bytes(source.read())
+    stamp.write_text(recipe)
 
 
 def vendor(assets: Path | None) -> None:
-    """Unpack MathJax (its es5 folder) and Reveal.js (dist and the notes plugin) for the site."""
+    """Unpack MathJax (the CommonHTML bundle and what it loads on demand) and Reveal.js (dist and
+    the speaker-notes plugin) into VENDOR_DIR, which the site serves as ``_static/``."""
     version, integrity = VENDORED["mathjax"]
-    unpack(fetch_tarball("mathjax", version, integrity, assets), integrity, VENDOR_DIR / "mathjax", ("es5/",))
+    unpack(fetch_tarball("mathjax", version, integrity, assets), integrity, VENDOR_DIR / "mathjax",
+           ("LICENSE", "es5/tex-mml-chtml.js", "es5/input", "es5/output/chtml", "es5/ui", "es5/a11y", "es5/sre",
+            "es5/adaptors"), strip="es5")
     version, integrity = VENDORED["reveal.js"]
     unpack(fetch_tarball("reveal.js", version, integrity, assets), integrity, VENDOR_DIR / "reveal.js",
-           ("dist", "plugin/notes", "LICENSE"))
+           ("LICENSE", "dist", "plugin/notes"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -311,7 +314,9 @@ def run_sphinx(out: Path, cdn: bool, jobs: str) -> list[str]:
     from sphinx.cmd.build import build_main
 
     warnings = BUILD / "warnings.txt"
-    args = ["-b", "html", "-c", str(SITE), "-d", str(DOCTREES), "-q", "-w", str(warnings), "-j", jobs]
+    recipe = hashlib.sha256((SITE / "conf.py").read_bytes() + Path(__file__).read_bytes()).hexdigest()[:16]
+    args = ["-b", "html", "-c", str(SITE), "-d", str(DOCTREES), "-q", "-w", str(warnings), "-j", jobs,
+            "-D", f"site_build_hash={recipe}"]
     if cdn:
         args += ["-D", f"mathjax_path={CDN['mathjax'].format(version=VENDORED['mathjax'][0])}/tex-mml-chtml.js"]
     code = build_main(args + [str(SRC), str(out)])
