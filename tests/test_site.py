@@ -127,10 +127,10 @@ def site(tmp_path_factory: pytest.TempPathFactory):
     """The site built by the README's command into a temporary folder, served on 127.0.0.1."""
     out = tmp_path_factory.mktemp("site") / "html"
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "build_site.py"), "--out", str(out)],
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "build_site.py"), "--out", str(out), "--strict"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     seconds = time.perf_counter() - start
-    assert done.returncode == 0, f"the site did not build:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, f"the site did not build (or Sphinx warned, see site/_build/warnings.txt):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     print(f"site built in {seconds:.0f} s: {done.stdout.strip().splitlines()[-1]}")
     handler = functools.partial(_QuietHandler, directory=str(out))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)

@@ -283,13 +283,13 @@ def stage(stage: Stage, solutions: bool) -> dict[str, list[str]]:
         text = text.replace("{{ lesson_map }}", "| lesson | practice | slides |\n| --- | --- | --- |\n" + "\n".join(rows))
         text = text.replace("{{ repository_url }}", REPOSITORY_URL)
         if page == "index.md" and solutions:
-            text += "\n```{toctree}\n:caption: Solutions\n:hidden:\n:glob:\n\nsolutions/index\nsolutions/*\n```\n"
+            text += "\n```{toctree}\n:caption: For instructors\n:hidden:\n\nsolutions/index\n```\n"
         stage.write(page, text)
     for figure in sorted((SITE / "pages" / "images").glob("*")):
         stage.write(f"images/{figure.name}", figure.read_bytes())
 
     for module in modules:
-        lines = [f"# `{module}`", ""]
+        lines = [f"# {module}", ""]
         if used_in[module]:
             lines += ["Used in " + ", ".join(f"{{doc}}`{title} <../notebooks/{name}>`"
                                              for name, title in used_in[module]) + ".", ""]
