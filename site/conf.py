@@ -41,6 +41,7 @@ extensions = [
     "sphinx.ext.napoleon",
     "sphinx.ext.linkcode",
     "sphinx.ext.mathjax",
+    "sphinx.ext.githubpages",  # writes .nojekyll, so a Pages branch serves _static/ too
 ]
 
 # Notebooks are shown as stored: their outputs were committed executed.

@@ -90,14 +90,16 @@ def fetch_tarball(name: str, version: str, integrity: str, assets: Path | None) 
         raise SiteError(f"{filename} is not cached and npm (Node.js) is not installed to fetch it. {hint}")
     print(f"fetching {name}@{version} from the npm registry ...", flush=True)
     try:
-        done = subprocess.run([npm, "pack", f"{name}@{version}", "--pack-destination", str(target), "--silent"],
+        done = subprocess.run([npm, "pack", f"{name}@{version}", "--pack-destination", str(target),
+                               "--loglevel=error"],
                               capture_output=True, text=True, timeout=180)
     except subprocess.TimeoutExpired:
         raise SiteError(f"`npm pack {name}@{version}` did not finish in 180 s (offline?). {hint}") from None
     path = target / filename
     if done.returncode != 0 or not path.is_file():
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise SiteError(f"`npm pack {name}@{version}` failed ({last}). {hint}")
+        lines = [line for line in done.stderr.splitlines() if line.strip() and "Unknown user config" not in line]
+        said = "; ".join(lines[:2]) or f"exit {done.returncode}"
+        raise SiteError(f"`npm pack {name}@{version}` failed ({said}). {hint}")
     if npm_integrity(path) != integrity:
         path.unlink()
         raise SiteError(f"{name}@{version} from the registry does not match the integrity hash pinned in "
