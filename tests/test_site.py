@@ -323,7 +323,7 @@ def test_slides_fit_or_scroll(site, browser) -> None:
                         problems.append(f"{where}: shows {marker!r}")
             tallest = max(slides, key=lambda s: s["scrollHeight"])
             for label, s in (("first", slides[0]), ("tallest", tallest)):
-                browser.execute_script(f"Reveal.slide({s['h']}, {s['v']});")
+                browser.execute_script(f"Reveal.slide({s['h']}, {s['v']}, 999);")  # all fragments shown
                 browser.save_screenshot(str(SHOTS / f"slides__{name}__{width}x{height}__{label}.png"))
             print(f"{name} at {width}x{height}: {len(slides)} slides, tallest {tallest['scrollHeight']} px "
                   f"({sum(s['scrollHeight'] > s['clientHeight'] + 1 for s in slides)} scroll)")

@@ -39,6 +39,9 @@ SITE = ROOT / "site"
 BUILD = SITE / "_build"
 SRC = BUILD / "src"            # the staged Sphinx source (generated, never edited by hand)
 DOCTREES = BUILD / "doctrees"  # Sphinx's cache: kept between builds so a rebuild is quick
+# Sphinx always writes here: myst-nb keeps the notebooks' images beside it (site/_build/jupyter_execute)
+# and the cache refers to them there; --out elsewhere gets a copy.
+HTML = BUILD / "html"
 CONF = runpy.run_path(str(SITE / "conf.py"))
 REPOSITORY_URL: str = CONF["REPOSITORY_URL"].rstrip("/")
 REPOSITORY_BRANCH: str = CONF["REPOSITORY_BRANCH"]
@@ -353,6 +356,10 @@ def build_slides(out: Path, names: list[str], cdn: bool) -> None:
 def build(out: Path, solutions: bool = False, cdn: bool = False, assets: Path | None = None,
           jobs: str = "1") -> list[str]:
     """Build the whole site into ``out``; returns Sphinx's warnings (the build fails on errors)."""
+    out = out.resolve()
+    if out != HTML and out.exists() and any(out.iterdir()) and not (out / "searchindex.js").is_file():
+        raise SiteError(f"--out {out}: the folder exists and does not hold a built site; name a new or empty "
+                        "folder (it is replaced at every build)")
     if not cdn:
         vendor(assets)
     elif VENDOR_DIR.exists():
@@ -360,17 +367,22 @@ def build(out: Path, solutions: bool = False, cdn: bool = False, assets: Path | 
     staged = Stage()
     lessons = stage(staged, solutions)
     staged.prune()
-    if out.exists():
-        shutil.rmtree(out)  # nothing stale survives (e.g. solutions from an earlier --solutions build)
-    warnings = run_sphinx(out, cdn, jobs)
-    build_slides(out, list(lessons), cdn)
+    if HTML.exists():
+        shutil.rmtree(HTML)  # nothing stale survives (e.g. solutions from an earlier --solutions build)
+    warnings = run_sphinx(HTML, cdn, jobs)
+    build_slides(HTML, list(lessons), cdn)
+    if out != HTML:
+        if out.exists():
+            shutil.rmtree(out)
+        shutil.copytree(HTML, out)
     return warnings
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      epilog="Details: the README's section 'Read online'.")
-    parser.add_argument("--out", type=Path, default=BUILD / "html", help="output folder (default: site/_build/html)")
+    parser.add_argument("--out", type=Path, default=HTML,
+                        help="output folder (default: site/_build/html; another folder gets a copy)")
     parser.add_argument("--solutions", action="store_true",
                         help="include the worked solutions (left out by default: instructors grade with them)")
     parser.add_argument("--assets", type=Path, default=None,
