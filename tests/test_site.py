@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import http.server
 import importlib.util
-import json
 import os
 import re
 import runpy
@@ -254,6 +253,12 @@ def test_every_page_in_chromium(site, browser) -> None:
         assert hrefs["Open in Colab"] == (f"https://colab.research.google.com/github/{repo}/blob/"
                                           f"{conf['REPOSITORY_BRANCH']}/notebooks/{name}")
         assert hrefs["Slides"] == f"{base}/slides/{name[:-6]}.slides.html"
+
+    # The navigation lists the lessons in their order.
+    browser.get(f"{base}/index.html")
+    nav = browser.execute_script("return [...document.querySelectorAll('.bd-sidebar-primary nav a')].map(a => a.href)")
+    in_nav = [urlsplit(h).path for h in nav if "/notebooks/" in h]
+    assert in_nav == [f"/notebooks/{n[:-6]}.html" for n in lessons], in_nav
 
     # The dark theme keeps figures on white.
     with_figure = next(n for n in lessons if "image/png" in (ROOT / "notebooks" / n).read_text(encoding="utf-8"))

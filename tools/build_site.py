@@ -254,7 +254,7 @@ def web_notebook(notebook: dict, header: dict) -> dict:
     return {**notebook, "cells": cells}
 
 
-def stage(stage: Stage, solutions: bool) -> dict[str, list[str]]:
+def stage(staged: Stage, solutions: bool) -> dict[str, list[str]]:
     """Stage every page; returns the lesson names with the modules each uses."""
     modules = public_modules()
     lessons: dict[str, list[str]] = {}
@@ -266,9 +266,9 @@ def stage(stage: Stage, solutions: bool) -> dict[str, list[str]]:
             raw = path.read_text(encoding="utf-8")
             notebook = json.loads(raw)
             used = modules_used(notebook, modules)
-            stage.write(f"_downloads_src/{folder}/{path.name}", raw)
+            staged.write(f"_downloads_src/{folder}/{path.name}", raw)
             page = web_notebook(notebook, links_cell(folder, path.stem, is_lesson, used))
-            stage.write(f"{folder}/{path.name}", json.dumps(page, indent=1, ensure_ascii=False))
+            staged.write(f"{folder}/{path.name}", json.dumps(page, indent=1, ensure_ascii=False))
             if is_lesson:
                 lessons[path.stem] = used
                 title = title_of(notebook, path.stem)
@@ -289,9 +289,9 @@ def stage(stage: Stage, solutions: bool) -> dict[str, list[str]]:
         text = text.replace("{{ repository_url }}", REPOSITORY_URL)
         if page == "index.md" and solutions:
             text += "\n```{toctree}\n:caption: For instructors\n:hidden:\n\nsolutions/index\n```\n"
-        stage.write(page, text)
+        staged.write(page, text)
     for figure in sorted((SITE / "pages" / "images").glob("*")):
-        stage.write(f"images/{figure.name}", figure.read_bytes())
+        staged.write(f"images/{figure.name}", figure.read_bytes())
 
     for module in modules:
         lines = [f"# {module}", ""]
@@ -307,7 +307,7 @@ def stage(stage: Stage, solutions: bool) -> dict[str, list[str]]:
             children = [m for m in modules if m.rsplit(".", 1)[0] == module]
             if children:
                 lines += ["Modules: " + ", ".join(f"{{doc}}`{m} <{m}>`" for m in children) + ".", ""]
-        stage.write(f"api/{module}.md", "\n".join(lines))
+        staged.write(f"api/{module}.md", "\n".join(lines))
     return lessons
 
 
