@@ -1,0 +1,410 @@
+"""Build the course website from the stored notebooks: ``python tools/build_site.py``.
+
+Writes ``site/_build/html`` (ignored by git): an introduction, the lessons in order, the exercises
+(student versions; the worked solutions only with ``--solutions``), one API page per package
+module (autodoc), and each lesson as a static Reveal.js slide deck under ``slides/``. No notebook
+is executed: the pages show the outputs stored in the notebooks.
+
+MathJax and Reveal.js are served from the site itself, so it works in a classroom with no
+internet. The first build fetches them from the npm registry (``npm pack``), checks them against
+the integrity hashes pinned in ``site/conf.py`` and keeps the tarballs in
+``~/.cache/minitransformer/site`` (``$XDG_CACHE_HOME`` moves it); later builds are offline. Offline
+without that cache, ``--assets DIR`` names a folder holding the two ``.tgz`` files (copied from
+a machine that has them), or ``--cdn`` builds a site that loads them from a CDN instead.
+
+Needs the ``site`` extra: ``pip install -e ".[site]"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import importlib
+import json
+import logging
+import os
+import pkgutil
+import re
+import runpy
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = ROOT / "site"
+BUILD = SITE / "_build"
+SRC = BUILD / "src"            # the staged Sphinx source (generated, never edited by hand)
+DOCTREES = BUILD / "doctrees"  # Sphinx's cache: kept between builds so a rebuild is quick
+# Sphinx always writes here: myst-nb keeps the notebooks' images beside it (site/_build/jupyter_execute)
+# and the cache refers to them there; --out elsewhere gets a copy.
+HTML = BUILD / "html"
+CONF = runpy.run_path(str(SITE / "conf.py"))
+REPOSITORY_URL: str = CONF["REPOSITORY_URL"].rstrip("/")
+REPOSITORY_BRANCH: str = CONF["REPOSITORY_BRANCH"]
+VENDORED: dict[str, tuple[str, str]] = CONF["VENDORED"]
+VENDOR_DIR: Path = CONF["VENDOR_DIR"]
+CDN = {"mathjax": "https://cdn.jsdelivr.net/npm/mathjax@{version}/es5",
+       "reveal.js": "https://cdn.jsdelivr.net/npm/reveal.js@{version}"}
+CONTINUED = re.compile(r"^#{1,6} [^\n]*\(continued\)[ \t]*$\n?", re.MULTILINE)
+
+
+class SiteError(RuntimeError):
+    """A build step that cannot go on; its message says what to do."""
+
+
+# --------------------------------------------------------------------------------------------
+# MathJax and Reveal.js: npm tarballs, checked, unpacked into site/_build/vendor
+# --------------------------------------------------------------------------------------------
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "minitransformer" / "site"
+
+
+def npm_integrity(path: Path) -> str:
+    return "sha512-" + base64.b64encode(hashlib.sha512(path.read_bytes()).digest()).decode()
+
+
+def fetch_tarball(name: str, version: str, integrity: str, assets: Path | None) -> Path:
+    """The checked tarball of ``name@version``: from ``assets``, the cache, or ``npm pack``."""
+    filename = f"{name}-{version}.tgz"
+    folders = ([assets] if assets else []) + [cache_dir()]
+    for folder in folders:
+        path = folder / filename
+        if path.is_file():
+            if npm_integrity(path) != integrity:
+                raise SiteError(f"{path} does not match the integrity hash pinned in site/conf.py for "
+                                f"{name}@{version} (expected {integrity}): delete it and build again")
+            return path
+    if assets:
+        raise SiteError(f"--assets {assets}: no {filename} there (expected the file that "
+                        f"`npm pack {name}@{version}` writes)")
+    target = cache_dir()
+    target.mkdir(parents=True, exist_ok=True)
+    npm = shutil.which("npm")
+    hint = (f"Either connect once (the tarball is then cached in {target}), or copy {filename} from a "
+            f"machine that has it and pass --assets FOLDER, or build with --cdn (maths and slides then "
+            f"need the internet to render).")
+    if npm is None:
+        raise SiteError(f"{filename} is not cached and npm (Node.js) is not installed to fetch it. {hint}")
+    print(f"fetching {name}@{version} from the npm registry ...", flush=True)
+    try:
+        done = subprocess.run([npm, "pack", f"{name}@{version}", "--pack-destination", str(target),
+                               "--loglevel=error"],
+                              capture_output=True, text=True, timeout=180)
+    except subprocess.TimeoutExpired:
+        raise SiteError(f"`npm pack {name}@{version}` did not finish in 180 s (offline?). {hint}") from None
+    path = target / filename
+    if done.returncode != 0 or not path.is_file():
+        lines = [line for line in done.stderr.splitlines() if line.strip() and "Unknown user config" not in line]
+        said = "; ".join(lines[:2]) or f"exit {done.returncode}"
+        raise SiteError(f"`npm pack {name}@{version}` failed ({said}). {hint}")
+    if npm_integrity(path) != integrity:
+        path.unlink()
+        raise SiteError(f"{name}@{version} from the registry does not match the integrity hash pinned in "
+                        f"site/conf.py (expected {integrity}); the download was deleted")
+    return path
+
+
+def unpack(tarball: Path, integrity: str, dest: Path, keep: tuple[str, ...], strip: str = "") -> None:
+    """Extract the regular files of ``tarball`` under ``package/<one of keep>`` into ``dest``,
+    without the leading ``package/<strip>/``; once per tarball and list."""
+    stamp = dest / ".integrity"
+    recipe = json.dumps([integrity, keep, strip])
+    if stamp.is_file() and stamp.read_text() == recipe:
+        return
+    if dest.exists():
+        shutil.rmtree(dest)
+    with tarfile.open(tarball, "r:gz") as tar:
+        for member in tar.getmembers():
+            parts = Path(member.name).parts
+            if not member.isfile() or ".." in parts or parts[:1] != ("package",):
+                continue
+            inner = Path(*parts[1:]).as_posix()
+            if not any(inner == k or inner.startswith(k + "/") for k in keep):
+                continue
+            out = dest / (inner[len(strip) + 1:] if strip and inner.startswith(strip + "/") else inner)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            source = tar.extractfile(member)
+            assert source is not None
+            out.write_bytes(source.read())
+    stamp.write_text(recipe)
+
+
+def vendor(assets: Path | None) -> None:
+    """Unpack MathJax (the CommonHTML bundle and what it loads on demand) and Reveal.js (dist and
+    the speaker-notes plugin) into VENDOR_DIR, which the site serves as ``_static/``."""
+    version, integrity = VENDORED["mathjax"]
+    unpack(fetch_tarball("mathjax", version, integrity, assets), integrity, VENDOR_DIR / "mathjax",
+           ("LICENSE", "es5/tex-mml-chtml.js", "es5/input", "es5/output/chtml", "es5/ui", "es5/a11y", "es5/sre",
+            "es5/adaptors"), strip="es5")
+    version, integrity = VENDORED["reveal.js"]
+    unpack(fetch_tarball("reveal.js", version, integrity, assets), integrity, VENDOR_DIR / "reveal.js",
+           ("LICENSE", "dist", "plugin/notes"))
+
+
+# --------------------------------------------------------------------------------------------
+# Staging: the Sphinx source folder, made from the stored notebooks and the package
+# --------------------------------------------------------------------------------------------
+
+class Stage:
+    """Writes files under SRC, only when their content changed (Sphinx then re-reads only those),
+    and removes whatever an earlier build left there that this one did not write."""
+
+    def __init__(self) -> None:
+        self.written: set[Path] = set()
+
+    def write(self, relative: str, content: str | bytes) -> None:
+        path = SRC / relative
+        data = content.encode() if isinstance(content, str) else content
+        if not path.is_file() or path.read_bytes() != data:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        self.written.add(path)
+
+    def prune(self) -> None:
+        for path in sorted(SRC.rglob("*"), reverse=True):
+            if path.is_file() and path not in self.written:
+                path.unlink()
+            elif path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+
+
+def public_modules() -> list[str]:
+    """``minitransformer`` and every submodule whose name has no leading underscore."""
+    package = importlib.import_module("minitransformer")
+    names = ["minitransformer"]
+    for info in pkgutil.walk_packages(package.__path__, "minitransformer."):
+        if not any(part.startswith("_") for part in info.name.split(".")):
+            names.append(info.name)
+    return sorted(names)
+
+
+IMPORT = re.compile(r"^\s*from\s+(minitransformer(?:\.[\w.]+)?)\s+import\s+\(?([^)#\n]*(?:\n[^)#]*)?)\)?"
+                    r"|^\s*import\s+(minitransformer(?:\.[\w.]+)?)", re.MULTILINE)
+
+
+def modules_used(notebook: dict, modules: list[str]) -> list[str]:
+    """The package modules whose objects a notebook imports (re-exports resolved to their home)."""
+    found: set[str] = set()
+    for cell in notebook["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        for match in IMPORT.finditer("".join(cell["source"])):
+            if match.group(3):
+                found.add(match.group(3))
+                continue
+            module = importlib.import_module(match.group(1))
+            for name in re.split(r"[\s,]+", match.group(2)):
+                name = name.split(" as ")[0].strip()
+                if not name or not name.isidentifier():
+                    continue
+                obj = getattr(module, name, None)
+                home = getattr(obj, "__name__", None) if isinstance(obj, type(module)) else getattr(obj, "__module__", None)
+                found.add(home if home in modules else match.group(1))
+    return sorted(m for m in found if m in modules)
+
+
+def title_of(notebook: dict, fallback: str) -> str:
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown":
+            for line in "".join(cell["source"]).splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return fallback
+
+
+def colab_url(relative: str) -> str:
+    path = REPOSITORY_URL.split("github.com/", 1)[-1]
+    return f"https://colab.research.google.com/github/{path}/blob/{REPOSITORY_BRANCH}/{relative}"
+
+
+def links_cell(folder: str, name: str, slides: bool, modules: list[str]) -> dict:
+    """The markdown cell put under a page's title: download, Colab, slides, package modules."""
+    parts = [f"{{download}}`Download the notebook <../_downloads_src/{folder}/{name}.ipynb>`",
+             f"<a href=\"{colab_url(f'{folder}/{name}.ipynb')}\">Open in Colab</a>"]
+    if slides:
+        parts.append(f"<a href=\"../slides/{name}.slides.html\">Slides</a>")
+    text = ":::{container} lesson-links\n" + " · ".join(parts)
+    if modules:
+        text += "\n\nPackage modules used here: " + ", ".join(
+            f"{{doc}}`{m} <../api/{m}>`" for m in modules)
+    text += "\n:::\n"
+    return {"cell_type": "markdown", "id": "site-links", "metadata": {}, "source": text}
+
+
+def web_notebook(notebook: dict, header: dict) -> dict:
+    """The page version of a stored notebook: the links under the title, and without the
+    "(continued)" headings that only the slides need (the text under them stays)."""
+    cells = []
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown":
+            source = "".join(cell["source"])
+            stripped = CONTINUED.sub("", source)
+            if stripped != source:
+                if not stripped.strip():
+                    continue
+                cell = {**cell, "source": stripped.lstrip("\n")}
+        cells.append(cell)
+    cells.insert(1, header)
+    return {**notebook, "cells": cells}
+
+
+def stage(staged: Stage, solutions: bool) -> dict[str, list[str]]:
+    """Stage every page; returns the lesson names with the modules each uses."""
+    modules = public_modules()
+    lessons: dict[str, list[str]] = {}
+    used_in: dict[str, list[tuple[str, str]]] = {m: [] for m in modules}
+    rows = []
+    folders = [("notebooks", True), ("exercises", False)] + ([("solutions", False)] if solutions else [])
+    for folder, is_lesson in folders:
+        for path in sorted((ROOT / folder).glob("*.ipynb")):
+            raw = path.read_text(encoding="utf-8")
+            notebook = json.loads(raw)
+            used = modules_used(notebook, modules)
+            staged.write(f"_downloads_src/{folder}/{path.name}", raw)
+            page = web_notebook(notebook, links_cell(folder, path.stem, is_lesson, used))
+            staged.write(f"{folder}/{path.name}", json.dumps(page, indent=1, ensure_ascii=False))
+            if is_lesson:
+                lessons[path.stem] = used
+                title = title_of(notebook, path.stem)
+                for m in used:
+                    used_in[m].append((path.stem, title))
+                exercise = ROOT / "exercises" / path.name
+                rows.append(f"| [{title}](notebooks/{path.stem}.ipynb) "
+                            f"| {f'[exercise](exercises/{path.stem}.ipynb)' if exercise.is_file() else ''} "
+                            f"| <a href=\"slides/{path.stem}.slides.html\">slides</a> |")
+    if not lessons:
+        raise SiteError(f"no lesson notebooks in {ROOT / 'notebooks'} (expected notebooks/*.ipynb)")
+
+    for page in ("index.md", "setup.md", "exercises/index.md", "solutions/index.md", "api/index.md"):
+        if page.startswith("solutions/") and not solutions:
+            continue
+        text = (SITE / "pages" / page).read_text(encoding="utf-8")
+        text = text.replace("{{ lesson_map }}", "| lesson | practice | slides |\n| --- | --- | --- |\n" + "\n".join(rows))
+        text = text.replace("{{ repository_url }}", REPOSITORY_URL)
+        if page == "index.md" and solutions:
+            text += "\n```{toctree}\n:caption: For instructors\n:hidden:\n\nsolutions/index\n```\n"
+        staged.write(page, text)
+    for figure in sorted((SITE / "pages" / "images").glob("*")):
+        staged.write(f"images/{figure.name}", figure.read_bytes())
+
+    for module in modules:
+        lines = [f"# {module}", ""]
+        if used_in[module]:
+            lines += ["Used in " + ", ".join(f"{{doc}}`{title} <../notebooks/{name}>`"
+                                             for name, title in used_in[module]) + ".", ""]
+        package = hasattr(importlib.import_module(module), "__path__")
+        # A package's page shows its docstring and lists its submodules; its re-exported names
+        # are documented once, on the page of the module that defines them.
+        options = ":no-members:" if package else ""
+        lines += ["```{eval-rst}", f".. automodule:: {module}", f"   {options}".rstrip(), "```", ""]
+        if package:
+            children = [m for m in modules if m.rsplit(".", 1)[0] == module]
+            if children:
+                lines += ["Modules: " + ", ".join(f"{{doc}}`{m} <{m}>`" for m in children) + ".", ""]
+        staged.write(f"api/{module}.md", "\n".join(lines))
+    return lessons
+
+
+# --------------------------------------------------------------------------------------------
+# Sphinx, then the slide decks
+# --------------------------------------------------------------------------------------------
+
+def run_sphinx(out: Path, cdn: bool, jobs: str) -> list[str]:
+    from sphinx.cmd.build import build_main
+
+    warnings = BUILD / "warnings.txt"
+    recipe = hashlib.sha256((SITE / "conf.py").read_bytes() + Path(__file__).read_bytes()).hexdigest()[:16]
+    args = ["-b", "html", "-c", str(SITE), "-d", str(DOCTREES), "-q", "-w", str(warnings), "-j", jobs,
+            "-D", f"site_build_hash={recipe}"]
+    if cdn:
+        args += ["-D", f"mathjax_path={CDN['mathjax'].format(version=VENDORED['mathjax'][0])}/tex-mml-chtml.js"]
+    code = build_main(args + [str(SRC), str(out)])
+    found = [line for line in warnings.read_text(encoding="utf-8").splitlines() if line.strip()] \
+        if warnings.is_file() else []
+    if code != 0:
+        raise SiteError(f"sphinx-build failed (exit {code}); its messages are above and in {warnings}")
+    return found
+
+
+def build_slides(out: Path, names: list[str], cdn: bool) -> None:
+    import nbformat
+    from nbconvert import SlidesExporter
+
+    exporter = SlidesExporter(template_name="course_slides", extra_template_basedirs=[str(SITE / "slides")])
+    if cdn:
+        exporter.reveal_url_prefix = CDN["reveal.js"].format(version=VENDORED["reveal.js"][0])
+        exporter.mathjax_url = CDN["mathjax"].format(version=VENDORED["mathjax"][0]) + "/tex-mml-chtml.js"
+    else:
+        exporter.reveal_url_prefix = "../_static/reveal.js"
+        exporter.mathjax_url = "../_static/mathjax/tex-mml-chtml.js"
+    exporter.log.setLevel(logging.ERROR)  # not its notice about images without alternative text
+    exporter.exclude_input_prompt = True
+    exporter.exclude_output_prompt = True
+    (out / "slides").mkdir(parents=True, exist_ok=True)
+    for name in names:
+        notebook = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+        body, _ = exporter.from_notebook_node(notebook, resources={"metadata": {"name": name}})
+        (out / "slides" / f"{name}.slides.html").write_text(body, encoding="utf-8")
+
+
+def build(out: Path, solutions: bool = False, cdn: bool = False, assets: Path | None = None,
+          jobs: str = "1") -> list[str]:
+    """Build the whole site into ``out``; returns Sphinx's warnings (the build fails on errors)."""
+    out = out.resolve()
+    if out != HTML and out.exists() and any(out.iterdir()) and not (out / "searchindex.js").is_file():
+        raise SiteError(f"--out {out}: the folder exists and does not hold a built site; name a new or empty "
+                        "folder (it is replaced at every build)")
+    if not cdn:
+        vendor(assets)
+    elif VENDOR_DIR.exists():
+        shutil.rmtree(VENDOR_DIR)  # conf.py serves the vendor folder when it exists
+    staged = Stage()
+    lessons = stage(staged, solutions)
+    staged.prune()
+    if HTML.exists():
+        shutil.rmtree(HTML)  # nothing stale survives (e.g. solutions from an earlier --solutions build)
+    warnings = run_sphinx(HTML, cdn, jobs)
+    build_slides(HTML, list(lessons), cdn)
+    if out != HTML:
+        if out.exists():
+            shutil.rmtree(out)
+        shutil.copytree(HTML, out)
+    return warnings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     epilog="Details: the README's section 'Read online'.")
+    parser.add_argument("--out", type=Path, default=HTML,
+                        help="output folder (default: site/_build/html; another folder gets a copy)")
+    parser.add_argument("--solutions", action="store_true",
+                        help="include the worked solutions (left out by default: instructors grade with them)")
+    parser.add_argument("--assets", type=Path, default=None,
+                        help="folder holding mathjax-X.tgz and reveal.js-Y.tgz (npm pack's files), for a build offline")
+    parser.add_argument("--cdn", action="store_true",
+                        help="load MathJax and Reveal.js from a CDN (the site then needs the internet)")
+    parser.add_argument("--strict", action="store_true", help="fail on any Sphinx warning")
+    parser.add_argument("-j", "--jobs", default="1", help="Sphinx's parallel jobs (default 1; 'auto' for all cores)")
+    args = parser.parse_args(argv)
+    if args.assets is not None and not args.assets.is_dir():
+        parser.error(f"--assets {args.assets}: not a folder")
+    start = time.perf_counter()
+    try:
+        warnings = build(args.out.resolve(), args.solutions, args.cdn, args.assets, args.jobs)
+    except SiteError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    listed = f", listed in {BUILD / 'warnings.txt'}" if warnings else ""
+    cdn = "; MathJax and Reveal.js from a CDN" if args.cdn else ""
+    print(f"site written to {args.out} in {time.perf_counter() - start:.0f} s ({len(warnings)} Sphinx warnings{listed}){cdn}")
+    return 1 if args.strict and warnings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
