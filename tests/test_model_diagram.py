@@ -23,7 +23,7 @@ def _texts(config: TransformerConfig) -> tuple[list[str], int]:
 
 def test_the_base_model_has_its_boxes_lessons_and_shapes() -> None:
     texts, boxes = _texts(TransformerConfig.base(37000))
-    assert boxes == 6 + 10 + 2  # 6 encoder boxes, 10 decoder boxes, 2 dashed layer stacks
+    assert boxes == 7 + 11 + 2  # 7 encoder boxes, 11 decoder boxes, 2 dashed layer stacks
     for label in ("multi-head self-attention, 8 heads", "masked multi-head self-attention",
                   "cross-attention: Q from here", "feed-forward 512 -> 2048 -> 512", "linear 512 -> 37,000",
                   "softmax: next-token probabilities", "+ positional encoding", "token embedding x sqrt(512)"):
