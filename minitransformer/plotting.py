@@ -6,13 +6,16 @@ returns it, so a lesson can arrange several plots in one figure.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.axes import Axes
 from matplotlib.ticker import FormatStrFormatter
+
+if TYPE_CHECKING:
+    from .config import TransformerConfig
 
 
 def _to_numpy(values: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -259,4 +262,99 @@ def plot_layer_values(
     ax.legend()
     if title:
         ax.set_title(title)
+    return ax
+
+
+def plot_model_diagram(config: TransformerConfig, ax: Axes | None = None) -> Axes:
+    """Draw the whole encoder-decoder, in the spirit of the paper's Figures 1 and 2.
+
+    Each box names the lesson that builds it; each arrow carries the shape of the tensor it
+    carries for ``config`` (B batch, S source length, T target length; D = d_model, V the target
+    vocabulary). Drawn by code from the config, so other sizes give other labels.
+
+    Args:
+        config: the model's configuration, e.g. ``TransformerConfig.base(37000)``.
+        ax: where to draw; a new 11 x 9.6 inch figure if None.
+
+    Returns:
+        The axes, with one text artist per box label and per arrow shape (``ax.texts``).
+    """
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(11, 9.6))
+    D, H, V, F = config.d_model, config.n_heads, config.tgt_vocab_size, config.d_ff
+    ax.set(xlim=(0, 11), ylim=(-0.2, 10.6))
+    ax.axis("off")
+    colours = {"embed": "#fde2c4", "attn": "#ffe9a8", "ffn": "#cfe8ff", "norm": "#e6e6e6", "out": "#d9f2d9"}
+    width, height = 3.9, 0.5
+
+    def box(x: float, y: float, label: str, lesson: str, kind: str) -> None:
+        ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height, boxstyle="round,pad=0.02",
+                                    facecolor=colours[kind], edgecolor="black", linewidth=1))
+        ax.text(x, y + 0.08, label, ha="center", va="center", fontsize=10)
+        ax.text(x, y - 0.15, lesson, ha="center", va="center", fontsize=8, color="#444444")
+
+    def arrow(x0: float, y0: float, x1: float, y1: float, shape: str = "", side: float = 0.1) -> None:
+        ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), arrowstyle="-|>", mutation_scale=11, linewidth=1.1,
+                                     color="black", shrinkA=0, shrinkB=0))
+        if shape:
+            ax.text((x0 + x1) / 2 + side, (y0 + y1) / 2, shape, ha="left", va="center", fontsize=8.5,
+                    color="#1f4e9c", family="monospace")
+
+    def stack(x: float, y0: float, y1: float, label: str, right: bool = False) -> None:
+        ax.add_patch(FancyBboxPatch((x - width / 2 - 0.25, y0), width + 0.5, y1 - y0, boxstyle="round,pad=0.05",
+                                    facecolor="#f7f7f7", edgecolor="#777777", linewidth=1, linestyle="--", zorder=0))
+        side = x + width / 2 + 0.4 if right else x - width / 2 - 0.4
+        ax.text(side, (y0 + y1) / 2, label, ha="left" if right else "right", va="center", fontsize=9, rotation=90)
+
+    xe, xd = 2.9, 8.0
+    # Encoder, bottom to top.
+    box(xe, 0.6, "source tokens src", "lesson 01: BPE ids", "embed")
+    arrow(xe, 0.85, xe, 1.35, "(B, S)")
+    box(xe, 1.6, f"token embedding x sqrt({D})", "lesson 01", "embed")
+    arrow(xe, 1.85, xe, 2.35, f"(B, S, {D})")
+    box(xe, 2.6, "+ positional encoding", "lesson 02", "embed")
+    arrow(xe, 2.85, xe, 3.55, f"(B, S, {D})")
+    stack(xe, 3.45, 7.0, f"encoder layer, x {config.n_encoder_layers} (lesson 05)")
+    box(xe, 3.8, f"multi-head self-attention, {H} heads", f"lessons 03, 04: d_k = {D // H}, padding mask", "attn")
+    arrow(xe, 4.05, xe, 4.55, f"(B, S, {D})")
+    box(xe, 4.8, "add & norm: LayerNorm(x + sublayer(x))", "lesson 05", "norm")
+    arrow(xe, 5.05, xe, 5.55, f"(B, S, {D})")
+    box(xe, 5.8, f"feed-forward {D} -> {F} -> {D}", "lesson 05", "ffn")
+    arrow(xe, 6.05, xe, 6.45, f"(B, S, {D})")
+    box(xe, 6.7, "add & norm: LayerNorm(x + sublayer(x))", "lesson 05", "norm")
+    # memory goes to the cross-attention of every decoder layer
+    ax.plot([xe, xe, 5.35, 5.35], [6.95, 7.6, 7.6, 5.5], color="black", linewidth=1.1)
+    arrow(5.35, 5.5, xd - width / 2, 5.5)
+    ax.text(xe + 0.1, 7.3, f"memory (B, S, {D})", ha="left", va="center", fontsize=8.5, color="#1f4e9c",
+            family="monospace")
+    ax.text(xe, 0.05, "ENCODER", ha="center", va="center", fontsize=11, weight="bold")
+
+    # Decoder, bottom to top.
+    box(xd, 0.6, "target tokens, shifted right", "lesson 06: <bos> first", "embed")
+    arrow(xd, 0.85, xd, 1.35, "(B, T)")
+    box(xd, 1.6, f"token embedding x sqrt({D})", "lesson 01: shared table", "embed")
+    arrow(xd, 1.85, xd, 2.35, f"(B, T, {D})")
+    box(xd, 2.6, "+ positional encoding", "lesson 02", "embed")
+    arrow(xd, 2.85, xd, 3.35, f"(B, T, {D})")
+    stack(xd, 3.27, 8.55, f"decoder layer, x {config.n_decoder_layers} (lesson 06)", right=True)
+    box(xd, 3.6, "masked multi-head self-attention", "lesson 06: causal mask", "attn")
+    arrow(xd, 3.85, xd, 4.3, f"(B, T, {D})")
+    box(xd, 4.55, "add & norm: LayerNorm(x + sublayer(x))", "lesson 05", "norm")
+    arrow(xd, 4.8, xd, 5.25, f"(B, T, {D})")
+    box(xd, 5.5, "cross-attention: Q from here", "lesson 06: K, V from memory", "attn")
+    arrow(xd, 5.75, xd, 6.2, f"(B, T, {D})")
+    box(xd, 6.45, "add & norm: LayerNorm(x + sublayer(x))", "lesson 05", "norm")
+    arrow(xd, 6.7, xd, 7.15, f"(B, T, {D})")
+    box(xd, 7.4, f"feed-forward {D} -> {F} -> {D}", "lesson 05", "ffn")
+    arrow(xd, 7.65, xd, 8.0, f"(B, T, {D})")
+    box(xd, 8.25, "add & norm: LayerNorm(x + sublayer(x))", "lesson 05", "norm")
+    arrow(xd, 8.5, xd, 9.0, f"(B, T, {D})")
+    tied = " (tied to the embedding)" if config.tie_embeddings else ""
+    box(xd, 9.25, f"linear {D} -> {V:,}", f"lessons 01, 06{tied}", "out")
+    arrow(xd, 9.5, xd, 9.9, f"(B, T, {V})")
+    box(xd, 10.15, "softmax: next-token probabilities", "lessons 03, 06", "out")
+    ax.text(xd, 0.05, "DECODER", ha="center", va="center", fontsize=11, weight="bold")
+    ax.set_title(f"The Transformer: D = {D}, {H} heads, d_ff = {F}, V = {V:,}", fontsize=11)
     return ax

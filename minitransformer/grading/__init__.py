@@ -31,6 +31,7 @@ from .attention_checks import (check_causal_mask, check_padding_mask, check_posi
 from .decoding_checks import check_greedy_decode, check_label_smoothing_target, check_target_mask
 from .layer_checks import check_encoder_layer, check_feed_forward, check_layer_norm, check_multi_head_attention
 # The checks of the tasks added lesson by lesson (00, 01, 08, and the new tasks of 02, 04, 06, 07).
+from .bpe_checks import check_bpe_merges
 from .decoder_checks import check_decoder_layer, check_shifted_target
 from .embedding_checks import (check_one_hot_embedding, check_scaled_embedding, check_skipgram_gradients,
                                check_tied_output)
@@ -54,6 +55,7 @@ __all__ = [
     "check_answer",
     "check_beam_search",
     "check_beam_step",
+    "check_bpe_merges",
     "check_causal_mask",
     "check_checkpoint_average",
     "check_decoder_layer",
