@@ -212,6 +212,8 @@ grades.json, grades.csv (one row per submission, one column per task) and grades
 folder), updated after every notebook. Exit status: 0 when every notebook was graded, 1 when one
 could not be (unreadable, unknown exercise), 2 for bad arguments.
 
+Example: python -m minitransformer.grading grade submissions/ --jobs 2
+
 Course authors: `python -m minitransformer.grading make-exercises [--check]` regenerates
 exercises/ and the reference from solutions/."""
 
