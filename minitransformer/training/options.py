@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from ..config import TransformerConfig
+from .schedule import LR_SCHEDULES
 
 DATASETS = ("dates", "multi30k", "text")
 PRESETS = ("tiny", "base", "big")
@@ -84,6 +85,8 @@ class TrainOptions:
             loop itself: compilation and validation count, setup does not); None: no limit.
         warmup: warm-up steps of the learning-rate schedule (paper: 4000).
         lr_factor: factor of the schedule.
+        lr_schedule: "inverse_sqrt" (the paper: warm-up, then 1/sqrt(step)) or "constant"
+            (the schedule's peak rate from the first step on: no warm-up; lesson 10's ablation).
         label_smoothing: eps_ls (paper: 0.1).
         clip_norm: clip the gradient norm to this; 0 switches clipping off.
         target: stop once the validation quality figure (exact match in [0, 1], or BLEU)
@@ -136,6 +139,7 @@ class TrainOptions:
     time_budget: float | None = None
     warmup: int | None = None
     lr_factor: float | None = None
+    lr_schedule: str = "inverse_sqrt"
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
     target: float | None = None
@@ -156,6 +160,8 @@ class TrainOptions:
             raise ValueError(f"dataset must be one of {DATASETS}, got {self.dataset!r}")
         if self.preset is not None and self.preset not in PRESETS:
             raise ValueError(f"preset must be one of {PRESETS}, got {self.preset!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         for name in ("src_lang", "tgt_lang"):

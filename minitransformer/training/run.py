@@ -225,7 +225,8 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
 
     model = Transformer(config).to(device)
     optimizer = _make_optimizer(model, device)
-    scheduler = transformer_scheduler(optimizer, config.d_model, o.warmup or 4000, o.lr_factor or 1.0)
+    scheduler = transformer_scheduler(optimizer, config.d_model, o.warmup or 4000, o.lr_factor or 1.0,
+                                      o.lr_schedule)
     bf16 = _precision(o, device)
     # Everything is checked: only now may the earlier run's files make room.
     earlier.replacing = info.is_main and o.overwrite and not o.resume and earlier.set_aside() > 0
