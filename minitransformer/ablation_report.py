@@ -63,7 +63,8 @@ def compare(summary: dict[str, Any], name: str, metric: str = "ppl") -> dict[str
     Returns:
         ``{"difference": ours - theirs (means), "measured": bool (seed ranges do not overlap),
         "better": bool | None, "paper_difference": float | None, "agrees": bool | None}``;
-        ``agrees`` is None when the paper has no figure or our difference is within noise.
+        ``agrees`` is None when the paper has no figure or our difference is within noise, and
+        False for a measured difference where the paper saw none.
     """
     ours, base = summary[name], summary[summary[name]["compare_to"]]
     a, b = ours[metric], base[metric]
@@ -79,7 +80,8 @@ def compare(summary: dict[str, Any], name: str, metric: str = "ppl") -> dict[str
         paper_difference = paper[metric] - PAPER_BASE[metric]
     agrees = None
     if paper_difference is not None and measured:
-        agrees = paper_difference == 0 or (paper_difference > 0) == (difference > 0)
+        # The paper saw no change (e.g. 25.8 -> 25.8): a measured difference of ours disagrees.
+        agrees = abs(paper_difference) > 1e-9 and (paper_difference > 0) == (difference > 0)
     return {"difference": difference, "measured": measured, "better": better if measured else None,
             "paper_difference": paper_difference, "agrees": agrees}
 
@@ -124,7 +126,12 @@ def plot_ablation_panel(report: dict[str, Any], names: list[str], ax: Axes, kind
         ax.plot(x, mean, color=color, lw=1.8 if name == "baseline" else 1.4, label=f"{name} ({len(per_seed)} seeds)")
         ax.fill_between(x, np.nanmin(values, axis=0), np.nanmax(values, axis=0), color=color, alpha=0.2, lw=0)
     if kind == "valid":
+        from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
+
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_ylabel("validation perplexity")
     else:
         ax.set_ylabel("training NLL per token")
@@ -136,24 +143,27 @@ def plot_ablation_panel(report: dict[str, Any], names: list[str], ax: Axes, kind
 
 
 def plot_ablation_finals(report: dict[str, Any], ax: Axes, metric: str = "ppl", names: list[str] | None = None) -> Axes:
-    """Every seed's final figure as a dot and the mean as a bar, one row per variant.
+    """Every seed's final figure as a dot, the mean as a bar mark and the seed range as a line, one row per variant.
 
-    A diverged run has no perplexity and is marked with an x at the right edge.
+    The baseline's seed range is shaded across all rows. A diverged run has no perplexity and
+    is listed with "(diverged)" in its row label.
     """
     summary = report["summary"]
     names = [n for n in (names or list(summary)) if n in summary]
+    labels = []
     for row, name in enumerate(names):
         s = summary[name][metric]
         color = "black" if name == "baseline" else "C0"
         if s["mean"] is not None:
-            ax.barh(row, s["mean"], color=color, alpha=0.25)
-            ax.plot(s["values"], [row] * len(s["values"]), "o", color=color, ms=3)
-        if metric == "ppl" and summary[name]["diverged"]:
-            ax.plot([ax.get_xlim()[1]], [row], "x", color="C3")
+            ax.plot([s["min"], s["max"]], [row, row], color=color, lw=1)
+            ax.plot(s["values"], [row] * len(s["values"]), "o", color=color, ms=3.5, alpha=0.8)
+            ax.plot([s["mean"]], [row], "|", color=color, ms=12, mew=2)
+        n_div = summary[name]["diverged"]
+        labels.append(f"{name} ({n_div} diverged)" if n_div else name)
     base = summary.get("baseline", {}).get(metric, {})
     if base.get("min") is not None:
-        ax.axvspan(base["min"], base["max"], color="black", alpha=0.1, lw=0)
-    ax.set_yticks(range(len(names)), names, fontsize=7)
+        ax.axvspan(base["min"], base["max"], color="black", alpha=0.12, lw=0)
+    ax.set_yticks(range(len(names)), labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("validation perplexity (lower is better)" if metric == "ppl" else "BLEU (higher is better)")
     ax.grid(alpha=0.3, axis="x")
@@ -179,3 +189,57 @@ def save_ablation_figure(report: dict[str, Any], png_path: str | Path) -> Path:
                     "shaded: range over seeds", fontsize=12)
     figure.savefig(png_path, dpi=80)
     return Path(png_path)
+
+
+def _pm(stats: dict[str, Any], digits: int = 1) -> str:
+    if stats["mean"] is None:
+        return "diverged"
+    return f"{stats['mean']:.{digits}f} ± {stats['std']:.{digits}f}"
+
+
+def verdict(summary: dict[str, Any], name: str) -> str:
+    """One phrase: how variant ``name`` compares with its reference run and with the paper.
+
+    Built from :func:`compare` on perplexity and BLEU, e.g. "perplexity worse, BLEU within noise;
+    vs the paper: perplexity agrees, BLEU noise" ("noise": ours is within the seed spread).
+    """
+    parts, agreement = [], []
+    for metric, label in (("ppl", "perplexity"), ("bleu", "BLEU")):
+        c = compare(summary, name, metric)
+        if c["difference"] is None:
+            parts.append(f"{label}: diverged" if summary[name]["diverged"] else f"{label}: no data")
+            continue
+        parts.append(f"{label} {'within noise' if not c['measured'] else 'better' if c['better'] else 'worse'}")
+        if c["paper_difference"] is not None:
+            agreement.append(f"{label} {'noise' if c['agrees'] is None else 'agrees' if c['agrees'] else 'disagrees'}")
+    text = ", ".join(parts)
+    if agreement:
+        text += "; vs the paper: " + ", ".join(agreement)
+    return text
+
+
+def comparison_table(summary: dict[str, Any], names: list[str]) -> str:
+    """A Markdown table of ``names``: our mean ± standard deviation over seeds, the difference from the
+    reference run, the paper's Table 3 figures and difference, and the verdict (:func:`verdict`).
+    """
+    header = ("| variant | vs | our perplexity | Δ | our BLEU | Δ | paper perplexity (Δ) | paper BLEU (Δ) | "
+              "verdict |\n|---|---|---|---|---|---|---|---|---|")
+    rows = [header]
+    for name in names:
+        if name not in summary:
+            rows.append(f"| {name} | | not run yet | | | | | | |")
+            continue
+        s = summary[name]
+        ppl, bleu = compare(summary, name, "ppl"), compare(summary, name, "bleu")
+        ref = s["compare_to"] if name != "baseline" else ""
+        d_ppl = f"{ppl['difference']:+.1f}" if ppl["difference"] is not None and ref else ""
+        d_bleu = f"{bleu['difference']:+.1f}" if bleu["difference"] is not None and ref else ""
+        paper = s.get("paper")
+        if paper and (name == "baseline" or s["compare_to"] == "baseline"):
+            p_ppl = f"{paper['ppl']:.2f}" + (f" ({paper['ppl'] - PAPER_BASE['ppl']:+.2f})" if ref else "")
+            p_bleu = f"{paper['bleu']:.1f}" + (f" ({paper['bleu'] - PAPER_BASE['bleu']:+.1f})" if ref else "")
+        else:
+            p_ppl = p_bleu = "—"
+        rows.append(f"| {name} ({len(s['seeds'])} seeds) | {ref} | {_pm(s['ppl'])} | {d_ppl} | {_pm(s['bleu'])} | "
+                    f"{d_bleu} | {p_ppl} | {p_bleu} | {verdict(summary, name) if ref else 'reference'} |")
+    return "\n".join(rows)

@@ -68,11 +68,11 @@ class AblationSize:
     clip_norm: float = 1.0
     vocab_size: int = 4000
     train_size: int | None = None
-    batch_tokens: int = 1500
-    steps: int = 600
+    batch_tokens: int = 1200
+    steps: int = 900
     warmup: int = 100
     lr_factor: float = 0.5
-    eval_every: int = 100
+    eval_every: int = 150
     log_every: int = 10
     valid_sentences: int | None = None
     bleu_sentences: int = 200
