@@ -106,6 +106,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                                  "ablations-quick.json with --quick)")
     parser.add_argument("--no-figure", action="store_true", help="write no PNG")
     parser.add_argument("--pilot-note", default="", help="a note stored in the JSON (why this task and size)")
+    parser.add_argument("--summarize-only", action="store_true",
+                        help="run no job: write the JSON and figure from the jobs already in the partial file "
+                             "(e.g. while the suite runs, or to commit an unfinished suite)")
     args = parser.parse_args(argv)
 
     device_kind = args.device.split(":")[0]
@@ -132,10 +135,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     key = {"size": size.to_dict(), "device": device_kind, "data": "multi30k de-en"}
 
     started = time.perf_counter()
+    commit = _git_commit()  # of the code that runs now (HEAD may move while a long suite runs)
     loads = [os.getloadavg()]
     done = read_partial(partial, key)
     finished = {(r["variant"], r["seed"]) for r in done}
-    todo = [(n, s) for s in seeds for n in names if (n, s) not in finished]
+    todo = [] if args.summarize_only else [(n, s) for s in seeds for n in names if (n, s) not in finished]
     print(f"ablations: size {size_name}, {len(names)} variants x {len(seeds)} seeds, {len(todo)} jobs to run "
           f"({len(names) * len(seeds) - len(todo)} found in {partial.name}), {jobs} at a time on {args.device}; "
           f"load average {loads[0][0]:.2f}", flush=True)
@@ -154,6 +158,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results = pool.imap_unordered(run_worker_job, todo)
         try:
             for result in results:
+                result["commit"] = commit
+                result["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
                 append_partial(partial, key, result)
                 done.append(result)
                 count += 1
@@ -174,7 +180,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                        "per BPE token, all scored pairs) and sacreBLEU (greedy) on the first bleu_sentences "
                        "validation pairs",
         "command": "python " + " ".join([os.path.relpath(__file__, HERE), *(argv if argv is not None else sys.argv[1:])]),
-        "commit": _git_commit(),
+        "commit": commit,
+        "commits_of_the_runs": sorted({str(r.get("commit")) for r in records}),
         "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                     "cpu_count": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
                     "device": args.device,
@@ -183,6 +190,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                          "mean_1min": sum(x[0] for x in loads) / len(loads)},
         "jobs_at_a_time": jobs, "threads_per_job": args.threads,
         "wall_seconds_this_invocation": time.perf_counter() - started,
+        "first_job_finished_at": min((r["finished_at"] for r in records if "finished_at" in r), default=None),
+        "last_job_finished_at": max((r["finished_at"] for r in records if "finished_at" in r), default=None),
         "job_seconds_total": sum(r["seconds"] for r in records),
         "size_name": size_name, "size": size.to_dict(), "seeds": seeds, "variants": names,
         "pilot": args.pilot_note,
