@@ -28,6 +28,7 @@ import json
 import multiprocessing
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -134,6 +135,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     partial = out.with_suffix(".partial.jsonl")
     key = {"size": size.to_dict(), "device": device_kind, "data": "multi30k de-en"}
 
+    # SIGTERM (kill, a scheduler) unwinds like Ctrl-C, so that the pool's processes are stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.perf_counter()
     commit = _git_commit()  # of the code that runs now (HEAD may move while a long suite runs)
     loads = [os.getloadavg()]
