@@ -90,7 +90,7 @@ def check_constant_schedule(fn: Callable[[int, int, int, float], float], *, task
     __tracebackhide__ = True
     for d_model, warmup, factor in cases:
         expected_fn = ConstantAtPeak(d_model, warmup, factor)
-        for step in (1, 2, warmup // 2 or 1, warmup, 3 * warmup, 50 * warmup):
+        for step in (warmup // 2 or 1, 1, 2, warmup, 3 * warmup, 50 * warmup):
             text = f"{_name(fn)}(step={step}, d_model={d_model}, warmup={warmup}, factor={factor})"
             got = _call(fn, step, d_model, warmup, factor, text=text)
             if isinstance(got, Tensor) and got.numel() == 1:
@@ -101,14 +101,14 @@ def check_constant_schedule(fn: Callable[[int, int, int, float], float], *, task
             if math.isclose(got, expected, rel_tol=1e-6):
                 continue
             hints = [
-                (transformer_lr(step, d_model, warmup, factor),
-                 "That is the paper's warm-up schedule at this step; the ablation keeps its PEAK value, the rate "
-                 "at step = warmup, from the first step on."),
                 (factor * d_model**-0.5 * step**-0.5, "The rate must not decay with the step: use warmup^-0.5, "
                                                       "not step^-0.5."),
                 (factor * d_model**-0.5 * warmup**-1.5, "warmup^-1.5 is the slope of the warm-up; its peak is "
                                                         "warmup * warmup^-1.5 = warmup^-0.5."),
                 (d_model**-0.5 * warmup**-0.5, "Multiply by `factor` too."),
+                (transformer_lr(step, d_model, warmup, factor),
+                 "That is the paper's warm-up schedule at this step; the ablation keeps its PEAK value, the rate "
+                 "at step = warmup, from the first step on."),
             ]
             hint = next((h for value, h in hints if math.isclose(got, value, rel_tol=1e-6)), "")
             raise AssertionError(f"{text} returned {got:.6g}, expected {expected:.6g}." + (f" {hint}" if hint else ""))
