@@ -42,6 +42,7 @@ from minitransformer.ablations import (QUICK_VARIANTS, SIZES, VARIANTS, find_mul
                                        init_worker, run_worker_job, summarize)
 
 DEFAULT_DATA = find_multi30k(HERE)
+FIRST = ("baseline", "no_warmup")
 
 def _git_commit() -> str | None:
     try:
@@ -142,7 +143,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     loads = [os.getloadavg()]
     done = read_partial(partial, key)
     finished = {(r["variant"], r["seed"]) for r in done}
-    todo = [] if args.summarize_only else [(n, s) for s in seeds for n in names if (n, s) not in finished]
+    # The baseline and no_warmup (the variant lesson 10 re-runs live) first, every seed; then the rest seed by
+    # seed, so that an interrupted suite has every variant at the same number of seeds.
+    first = [(n, s) for n in FIRST for s in seeds if n in names]
+    order = first + [(n, s) for s in seeds for n in names if (n, s) not in first]
+    todo = [] if args.summarize_only else [job for job in order if job not in finished]
     print(f"ablations: size {size_name}, {len(names)} variants x {len(seeds)} seeds, {len(todo)} jobs to run "
           f"({len(names) * len(seeds) - len(todo)} found in {partial.name}), {jobs} at a time on {args.device}; "
           f"load average {loads[0][0]:.2f}", flush=True)
