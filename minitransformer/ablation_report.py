@@ -66,7 +66,10 @@ def compare(summary: dict[str, Any], name: str, metric: str = "ppl") -> dict[str
         ``agrees`` is None when the paper has no figure or our difference is within noise, and
         False for a measured difference where the paper saw none.
     """
-    ours, base = summary[name], summary[summary[name]["compare_to"]]
+    ours = summary[name]
+    if ours["compare_to"] not in summary:  # an unfinished suite: the reference has no run yet
+        return {"difference": None, "measured": False, "better": None, "paper_difference": None, "agrees": None}
+    base = summary[ours["compare_to"]]
     a, b = ours[metric], base[metric]
     if a["mean"] is None or b["mean"] is None:
         return {"difference": None, "measured": ours["diverged"] > 0, "better": False if ours["diverged"] else None,
