@@ -398,6 +398,8 @@ def init_worker(size: dict[str, Any], data_dir: str | None, device: str, threads
         threads: PyTorch threads of this process.
     """
     torch.set_num_threads(threads)
+    if torch.device(device).type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls on tensor cores
     _worker["size"] = AblationSize(**size)
     _worker["data"] = load_ablation_data(_worker["size"], data_dir)
     _worker["device"] = device

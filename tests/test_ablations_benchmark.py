@@ -83,6 +83,16 @@ def test_one_job_is_reproducible_and_a_partial_rerun_follows_the_stored_curve() 
     assert summarize([first, second])["learned_pos"]["ppl"]["std"] == pytest.approx(0.0, abs=1e-6)
 
 
+def test_device_cuda_picks_the_base_size_one_job_at_a_time(tmp_path: Path, monkeypatch) -> None:
+    # No GPU here: pretend one, and run no job (--summarize-only), to check what the GPU suite would run.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "a pretend GPU")
+    report = _benchmark().main(["--device", "cuda", "--summarize-only", "--no-figure", "--out", str(tmp_path / "g.json")])
+    assert report["size_name"] == "base" and report["size"]["d_model"] == 512 and report["size"]["layers"] == 6
+    assert report["jobs_at_a_time"] == 1 and report["machine"]["gpu"] == "a pretend GPU"
+    assert report["seeds"] == [0, 1, 2] and len(report["variants"]) == 16 and not report["complete"]
+
+
 def test_bad_arguments_are_refused(capsys) -> None:
     bench = _benchmark()
     with pytest.raises(SystemExit):
