@@ -62,6 +62,10 @@ def _git_commit() -> str | None:
         return None
 
 
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
 def read_partial(path: Path, key: dict[str, Any]) -> list[dict[str, Any]]:
     """The finished jobs stored in ``path`` for these settings (other settings' lines are ignored).
 
@@ -177,6 +181,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for result in results:
                 result["commit"] = commit
                 result["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+                result["load_average"] = list(os.getloadavg())
                 append_partial(partial, key, result)
                 done.append(result)
                 count += 1
@@ -203,8 +208,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     "cpu_count": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
                     "device": args.device,
                     "gpu": torch.cuda.get_device_name(0) if device_kind == "cuda" else None},
+        # Over this invocation's samples and the load stored with each job (a resumed suite spans several).
         "load_average": {"start": loads[0], "end": loads[-1],
-                         "mean_1min": sum(x[0] for x in loads) / len(loads)},
+                         "mean_1min": _mean([x[0] for x in loads] + [r["load_average"][0] for r in records
+                                                                      if "load_average" in r])},
         "jobs_at_a_time": jobs, "threads_per_job": args.threads,
         "wall_seconds_this_invocation": time.perf_counter() - started,
         "first_job_finished_at": min((r["finished_at"] for r in records if "finished_at" in r), default=None),
