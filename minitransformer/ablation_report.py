@@ -126,7 +126,7 @@ def plot_ablation_panel(report: dict[str, Any], names: list[str], ax: Axes, kind
         color = "black" if name == "baseline" else f"C{k}"
         with np.errstate(all="ignore"):
             mean = np.nanmean(values, axis=0) if np.isfinite(values).any() else values[0]
-        ax.plot(x, mean, color=color, lw=1.8 if name == "baseline" else 1.4, label=f"{name} ({len(per_seed)} seeds)")
+        ax.plot(x, mean, color=color, lw=1.8 if name == "baseline" else 1.4, label=f"{name} ({len(per_seed)} seed{'s' if len(per_seed) > 1 else ''})")
         ax.fill_between(x, np.nanmin(values, axis=0), np.nanmax(values, axis=0), color=color, alpha=0.2, lw=0)
     if kind == "valid":
         from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
@@ -243,6 +243,6 @@ def comparison_table(summary: dict[str, Any], names: list[str]) -> str:
             p_bleu = f"{paper['bleu']:.1f}" + (f" ({paper['bleu'] - PAPER_BASE['bleu']:+.1f})" if ref else "")
         else:
             p_ppl = p_bleu = "—"
-        rows.append(f"| {name} ({len(s['seeds'])} seeds) | {ref} | {_pm(s['ppl'])} | {d_ppl} | {_pm(s['bleu'])} | "
+        rows.append(f"| {name} ({len(s['seeds'])} seed{'s' if len(s['seeds']) > 1 else ''}) | {ref} | {_pm(s['ppl'])} | {d_ppl} | {_pm(s['bleu'])} | "
                     f"{d_bleu} | {p_ppl} | {p_bleu} | {verdict(summary, name) if ref else 'reference'} |")
     return "\n".join(rows)
