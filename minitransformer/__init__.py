@@ -8,7 +8,8 @@ from .config import TransformerConfig
 from .cache import DecoderCache, KVCache, LayerCache
 from .decoding import beam_search, greedy_decode, length_penalty
 from .evaluation import bleu, exact_match, translate_sentences
-from .embeddings import PositionalEncoding, TokenEmbedding, sinusoidal_positional_encoding
+from .embeddings import (LearnedPositionalEmbedding, NoPositionalEncoding, PositionalEncoding, TokenEmbedding,
+                         make_positional, sinusoidal_positional_encoding)
 from .interop import decoder_layer_to_torch, encoder_layer_to_torch, mha_to_torch, to_torch_nn_mask
 from .layers import DecoderLayer, EncoderLayer, LayerNorm, PositionwiseFeedForward
 from .masks import check_mask, make_causal_mask, make_padding_mask, make_target_mask
@@ -42,6 +43,9 @@ __all__ = [
     "LayerNorm",
     "MultiHeadAttention",
     "PositionalEncoding",
+    "LearnedPositionalEmbedding",
+    "NoPositionalEncoding",
+    "make_positional",
     "PositionwiseFeedForward",
     "TokenEmbedding",
     "Transformer",

@@ -22,6 +22,7 @@ def scaled_dot_product_attention(
     value: Tensor,
     mask: Tensor | None = None,
     dropout: Callable[[Tensor], Tensor] | None = None,
+    scale: float | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, computed step by step.
 
@@ -35,6 +36,7 @@ def scaled_dot_product_attention(
         value: (..., Tk, Dv).
         mask: bool, broadcastable to (..., Tq, Tk); True = may attend.
         dropout: applied to the weights before they average the values (e.g. an ``nn.Dropout``).
+        scale: factor of the scores; None is the paper's 1 / sqrt(d_k) (1.0: unscaled, an ablation).
 
     Returns:
         ``(output, weights)``: output (..., Tq, Dv); weights (..., Tq, Tk), each row sums
@@ -55,7 +57,10 @@ def scaled_dot_product_attention(
             f"key and value must have the same length Tk, got {tuple(key.shape)} and {tuple(value.shape)}"
         )
     d_k = query.size(-1)
-    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., Tq, Tk)
+    if scale is None:
+        scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., Tq, Tk)
+    else:
+        scores = query @ key.transpose(-2, -1) * scale  # (..., Tq, Tk)
     if mask is not None:
         check_mask(mask, scores.shape)
         scores = scores.masked_fill(~mask, float("-inf"))
@@ -81,6 +86,9 @@ class MultiHeadAttention(nn.Module):
         d_model: model width D.
         n_heads: number of heads H; d_k = D / H.
         dropout: dropout on the attention weights.
+        scaled: divide the scores by sqrt(d_k) (the paper); False leaves them unscaled (lesson 10).
+        d_qk: per-head width of queries and keys, when not d_model / n_heads (Table 3 row B);
+            values keep d_model / n_heads.
 
     Shape:
         query (B, Tq, D), key and value (B, Tk, D); mask (B, 1, 1, Tk), (B, 1, Tq, Tk),
@@ -101,7 +109,8 @@ class MultiHeadAttention(nn.Module):
     self-attention cache appends the new positions and attends over all of them.
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, scaled: bool = True,
+                 d_qk: int | None = None) -> None:
         super().__init__()
         if d_model % n_heads != 0:
             raise ValueError(
@@ -111,16 +120,18 @@ class MultiHeadAttention(nn.Module):
         self.n_heads = n_heads
         self.d_k = d_model // n_heads
         self.dropout = dropout
-        self.w_q = nn.Linear(d_model, d_model)
-        self.w_k = nn.Linear(d_model, d_model)
+        self.scaled = scaled
+        self.d_qk = self.d_k if d_qk is None else d_qk
+        self.w_q = nn.Linear(d_model, n_heads * self.d_qk)
+        self.w_k = nn.Linear(d_model, n_heads * self.d_qk)
         self.w_v = nn.Linear(d_model, d_model)
         self.w_o = nn.Linear(d_model, d_model)
         self.attn_dropout = nn.Dropout(dropout)
 
     def split_heads(self, x: Tensor) -> Tensor:
-        """(B, T, D) -> (B, H, T, Dk)."""
-        batch, length, _ = x.shape
-        return x.view(batch, length, self.n_heads, self.d_k).transpose(1, 2)  # (B, H, T, Dk)
+        """(B, T, D) -> (B, H, T, Dk); queries and keys of width H * d_qk give (B, H, T, d_qk)."""
+        batch, length, width = x.shape
+        return x.view(batch, length, self.n_heads, width // self.n_heads).transpose(1, 2)  # (B, H, T, Dk)
 
     def merge_heads(self, x: Tensor) -> Tensor:
         """(B, H, T, Dk) -> (B, T, D): the concatenation of the heads."""
@@ -163,15 +174,18 @@ class MultiHeadAttention(nn.Module):
         weights: Tensor | None
         if need_weights:
             heads, weights = scaled_dot_product_attention(
-                q, k, v, mask, dropout=self.attn_dropout if self.training else None
+                q, k, v, mask, dropout=self.attn_dropout if self.training else None,
+                scale=None if self.scaled else 1.0,
             )
         else:
             heads = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0
+                q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
+                scale=None if self.scaled else 1.0,
             )  # (B, H, Tq, Dk)
             heads = heads + 0.0 * q.sum(dim=-1, keepdim=True)  # NaN spreads from a query as in the unfused path
             weights = None
         return self.w_o(self.merge_heads(heads)), weights  # (B, Tq, D), (B, H, Tq, Tk) | None
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, dropout={self.dropout}"
+        extra = (f", d_qk={self.d_qk}" if self.d_qk != self.d_k else "") + ("" if self.scaled else ", unscaled")
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, dropout={self.dropout}{extra}"

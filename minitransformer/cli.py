@@ -91,6 +91,9 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     run.add_argument("--warmup", type=int, help="warm-up steps of the learning rate (paper: 4000)" + _recipe("warmup"))
     run.add_argument("--lr-factor", type=float, help="lr = factor * d_model^-0.5 * min(step^-0.5, "
                                                      "step * warmup^-1.5)" + _recipe("lr_factor"))
+    run.add_argument("--lr-schedule", choices=("inverse_sqrt", "constant"), default="inverse_sqrt",
+                     help="inverse_sqrt: the paper's warm-up then decay; constant: its peak rate from the first "
+                          "step, no warm-up (default: inverse_sqrt)")
     run.add_argument("--label-smoothing", type=float, default=0.1, help="epsilon of label smoothing (default: 0.1)")
     run.add_argument("--clip-norm", type=float, default=1.0, help="clip the gradient norm to this; 0: no clipping "
                                                                   "(default: 1.0)")

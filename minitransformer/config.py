@@ -10,6 +10,9 @@ from dataclasses import asdict, dataclass, replace
 from collections.abc import Mapping
 from typing import Any
 
+#: Kinds of position information (``TransformerConfig.positional``).
+POSITIONALS = ("sinusoidal", "learned", "none")
+
 
 @dataclass(frozen=True)
 class TransformerConfig:
@@ -31,6 +34,17 @@ class TransformerConfig:
         tie_embeddings: share one matrix between the source embedding, the target
             embedding and the pre-softmax projection (paper, section 3.4). Needs
             one shared vocabulary, so both sizes must be equal.
+        positional: how positions enter the model: "sinusoidal" (the paper, section 3.5),
+            "learned" (one trained vector per position, the paper's Table 3 row E, a departure)
+            or "none" (no position information at all: the encoder then sees a bag of tokens).
+        scale_attention: divide the attention scores by sqrt(d_k) (the paper, section 3.2.1).
+            False leaves them unscaled (``scale=1.0`` of ``F.scaled_dot_product_attention``), an
+            ablation (lesson 10).
+        d_qk: width of each head's queries and keys when it should differ from
+            d_model / n_heads (Table 3 row B shrinks d_k at fixed h and d_v); None: d_model / n_heads.
+
+    Old checkpoints, written before ``positional``, ``scale_attention`` and ``d_qk`` existed,
+    load with their defaults, which are the model those checkpoints hold.
     """
 
     src_vocab_size: int
@@ -45,6 +59,9 @@ class TransformerConfig:
     pad_id: int = 0
     norm_first: bool = False
     tie_embeddings: bool = False
+    positional: str = "sinusoidal"
+    scale_attention: bool = True
+    d_qk: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff",
@@ -54,7 +71,7 @@ class TransformerConfig:
                 raise TypeError(f"TransformerConfig.{name} must be an int, got {type(value).__name__} {value!r}")
             if value < 1 and name != "pad_id":
                 raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
-        for name in ("norm_first", "tie_embeddings"):
+        for name in ("norm_first", "tie_embeddings", "scale_attention"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise TypeError(
@@ -64,6 +81,11 @@ class TransformerConfig:
             raise TypeError(
                 f"TransformerConfig.dropout must be a float, got {type(self.dropout).__name__} {self.dropout!r}"
             )
+        if self.positional not in POSITIONALS:
+            raise ValueError(f"positional must be one of {POSITIONALS}, got {self.positional!r}")
+        if self.d_qk is not None and (isinstance(self.d_qk, bool) or not isinstance(self.d_qk, int)
+                                      or self.d_qk < 1):
+            raise ValueError(f"d_qk must be None (d_model / n_heads) or a positive int, got {self.d_qk!r}")
         if self.d_model % self.n_heads != 0:
             raise ValueError(
                 f"d_model must be divisible by n_heads so that every head gets d_k = d_model / n_heads "

@@ -80,6 +80,92 @@ class PositionalEncoding(nn.Module):
         return f"d_model={self.d_model}, max_len={self.max_len}"
 
 
+class LearnedPositionalEmbedding(nn.Module):
+    """Adds one trained vector per position, then applies dropout (Table 3 row E, a departure).
+
+    The table is an ``nn.Embedding(max_len, d_model)`` in ``.embedding``; unlike the
+    sinusoid it has weights, and it knows no position beyond ``max_len`` or beyond
+    the longest sentence it was trained on.
+
+    Args:
+        d_model: vector width.
+        max_len: number of positions with a vector.
+        dropout: dropout probability on the sum.
+
+    Shape:
+        Input (B, T, D) with T + offset <= max_len; output (B, T, D).
+    """
+
+    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.max_len = max_len
+        self.embedding = nn.Embedding(max_len, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        """Add the vectors of positions offset .. offset + T - 1 to ``x``."""
+        _check_positions(x, offset, self.d_model, self.max_len)
+        positions = torch.arange(offset, offset + x.size(1), device=x.device)  # (T,)
+        return self.dropout(x + self.embedding(positions).to(x.dtype))  # (B, T, D)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, max_len={self.max_len}, learned"
+
+
+class NoPositionalEncoding(nn.Module):
+    """Adds nothing: only the dropout of the other encodings (an ablation; lesson 10).
+
+    Without position information self-attention is permutation-equivariant, so the encoder
+    sees its input as a bag of tokens; only the decoder's causal mask still tells order apart.
+
+    Shape:
+        Input (B, T, D); output (B, T, D).
+    """
+
+    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.max_len = max_len
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        _check_positions(x, offset, self.d_model, self.max_len)
+        return self.dropout(x)  # (B, T, D)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, no positions"
+
+
+def _check_positions(x: Tensor, offset: int, d_model: int, max_len: int) -> None:
+    if x.dim() != 3 or x.size(-1) != d_model:
+        raise ValueError(f"expected input of shape (B, T, {d_model}), got {tuple(x.shape)}")
+    if offset + x.size(1) > max_len:
+        raise ValueError(
+            f"sequence of length {offset + x.size(1)} is longer than max_len={max_len} of the positional "
+            "encoding; build the model with a larger max_len or shorten the input"
+        )
+
+
+def make_positional(kind: str, d_model: int, max_len: int = 512, dropout: float = 0.1) -> nn.Module:
+    """The position module of ``TransformerConfig.positional``.
+
+    Args:
+        kind: "sinusoidal" (:class:`PositionalEncoding`), "learned"
+            (:class:`LearnedPositionalEmbedding`) or "none" (:class:`NoPositionalEncoding`).
+        d_model: vector width.
+        max_len: longest sequence accepted.
+        dropout: dropout probability on the sum.
+
+    Returns:
+        A module called as ``positional(x, offset=0)`` on (B, T, D) embeddings.
+    """
+    kinds = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEmbedding, "none": NoPositionalEncoding}
+    if kind not in kinds:
+        raise ValueError(f"positional must be one of {tuple(kinds)}, got {kind!r}")
+    return kinds[kind](d_model, max_len, dropout)
+
+
 class TokenEmbedding(nn.Module):
     """Looks up one learned vector per token id and multiplies it by sqrt(d_model) (section 3.4).
 

@@ -68,16 +68,17 @@ class EncoderLayer(nn.Module):
 
     Post-LN (the paper, ``norm_first=False``): x = LayerNorm(x + Dropout(Sublayer(x))).
     Pre-LN (a departure, ``norm_first=True``): x = x + Dropout(Sublayer(LayerNorm(x))).
+    ``scaled`` and ``d_qk`` go to :class:`MultiHeadAttention` (ablations of lesson 10).
 
     Shape:
         x (B, S, D), src_mask broadcastable to (B, H, S, S); output (B, S, D).
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False) -> None:
+                 norm_first: bool = False, scaled: bool = True, d_qk: int | None = None) -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, scaled, d_qk)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
         self.norm1 = LayerNorm(d_model)
         self.norm2 = LayerNorm(d_model)
@@ -120,11 +121,11 @@ class DecoderLayer(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False) -> None:
+                 norm_first: bool = False, scaled: bool = True, d_qk: int | None = None) -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, scaled, d_qk)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout, scaled, d_qk)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
         self.norm1 = LayerNorm(d_model)
         self.norm2 = LayerNorm(d_model)

@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from .cache import DecoderCache
 from .config import TransformerConfig
-from .embeddings import PositionalEncoding, TokenEmbedding
+from .embeddings import TokenEmbedding, make_positional
 from .layers import DecoderLayer, EncoderLayer, LayerNorm
 from .masks import check_mask, make_padding_mask, make_target_mask
 from .utils import check_memory
@@ -27,10 +27,10 @@ class Encoder(nn.Module):
     """
 
     def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False) -> None:
+                 norm_first: bool = False, scaled: bool = True, d_qk: int | None = None) -> None:
         super().__init__()
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers)
+            EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, scaled, d_qk) for _ in range(n_layers)
         )
         self.norm = LayerNorm(d_model) if norm_first else None
 
@@ -58,10 +58,10 @@ class Decoder(nn.Module):
     """
 
     def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False) -> None:
+                 norm_first: bool = False, scaled: bool = True, d_qk: int | None = None) -> None:
         super().__init__()
         self.layers = nn.ModuleList(
-            DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers)
+            DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, scaled, d_qk) for _ in range(n_layers)
         )
         self.norm = LayerNorm(d_model) if norm_first else None
 
@@ -117,7 +117,7 @@ class Transformer(nn.Module):
     """The encoder-decoder Transformer of "Attention Is All You Need".
 
     ``src_embed`` and ``tgt_embed`` (token embedding x sqrt(d_model)) feed one shared
-    ``positional`` encoding; ``encoder`` and ``decoder`` are the two stacks; ``generator``
+    ``positional`` encoding (sinusoidal, learned or none, as ``config.positional`` says); ``encoder`` and ``decoder`` are the two stacks; ``generator``
     is the pre-softmax linear projection to the target vocabulary. With
     ``config.tie_embeddings`` the three share one (V, D) matrix (section 3.4).
 
@@ -137,9 +137,11 @@ class Transformer(nn.Module):
         _check_fits(c)
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model)
         self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model)
-        self.positional = PositionalEncoding(c.d_model, c.max_len, c.dropout)
-        self.encoder = Encoder(c.n_encoder_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first)
-        self.decoder = Decoder(c.n_decoder_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first)
+        self.positional = make_positional(c.positional, c.d_model, c.max_len, c.dropout)
+        self.encoder = Encoder(c.n_encoder_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first,
+                               c.scale_attention, c.d_qk)
+        self.decoder = Decoder(c.n_decoder_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first,
+                               c.scale_attention, c.d_qk)
         self.generator = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         self.reset_parameters()
         if c.tie_embeddings:

@@ -39,6 +39,7 @@ from .head_checks import check_split_and_merge_heads
 from .intro_checks import check_additive_scores, check_alignment_and_context, check_layers_to_connect
 from .position_checks import check_offset_rotation
 from .question_checks import check_answer
+from .recipe_checks import check_ablation_prediction, check_constant_schedule, check_learned_positions
 from .training_checks import check_token_batches, check_warmup_schedule
 from .translation_checks import (check_beam_search, check_beam_step, check_checkpoint_average,
                                  check_normalised_scores)
@@ -50,6 +51,7 @@ from .variant_checks import (check_decoder_only_logits, check_family_choice, che
 __all__ = [
     "Report",
     "TaskResult",
+    "check_ablation_prediction",
     "check_additive_scores",
     "check_alignment_and_context",
     "check_answer",
@@ -58,6 +60,7 @@ __all__ = [
     "check_bpe_merges",
     "check_causal_mask",
     "check_checkpoint_average",
+    "check_constant_schedule",
     "check_decoder_layer",
     "check_decoder_only_logits",
     "check_encoder_layer",
@@ -67,6 +70,7 @@ __all__ = [
     "check_label_smoothing_target",
     "check_layer_norm",
     "check_layers_to_connect",
+    "check_learned_positions",
     "check_masked_mean",
     "check_multi_head_attention",
     "check_next_token_probabilities",

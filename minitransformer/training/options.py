@@ -23,6 +23,7 @@ import torch
 
 from ..config import TransformerConfig
 from ..utils import check_seed
+from .schedule import LR_SCHEDULES
 
 DATASETS = ("dates", "multi30k", "text")
 PRESETS = ("tiny", "base", "big")
@@ -86,6 +87,8 @@ class TrainOptions:
             loop itself: compilation and validation count, setup does not); None: no limit.
         warmup: warm-up steps of the learning-rate schedule (paper: 4000).
         lr_factor: factor of the schedule.
+        lr_schedule: "inverse_sqrt" (the paper: warm-up, then 1/sqrt(step)) or "constant"
+            (the schedule's peak rate from the first step on: no warm-up; lesson 10's ablation).
         label_smoothing: eps_ls (paper: 0.1).
         clip_norm: clip the gradient norm to this; 0 switches clipping off.
         target: stop once the validation quality figure (exact match, a fraction in (0, 1],
@@ -140,6 +143,7 @@ class TrainOptions:
     time_budget: float | None = None
     warmup: int | None = None
     lr_factor: float | None = None
+    lr_schedule: str = "inverse_sqrt"
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
     target: float | None = None
@@ -160,6 +164,8 @@ class TrainOptions:
             raise ValueError(f"dataset must be one of {DATASETS}, got {self.dataset!r}")
         if self.preset is not None and self.preset not in PRESETS:
             raise ValueError(f"preset must be one of {PRESETS}, got {self.preset!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         for name in ("src_locale", "tgt_locale"):

@@ -287,7 +287,8 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
 
     model = Transformer(config).to(device)
     optimizer = _make_optimizer(model, device)
-    scheduler = transformer_scheduler(optimizer, config.d_model, o.warmup or 4000, o.lr_factor or 1.0)
+    scheduler = transformer_scheduler(optimizer, config.d_model, o.warmup or 4000, o.lr_factor or 1.0,
+                                      o.lr_schedule)
     bf16 = _precision(o, device)
     log = RunLog(out / "log.jsonl", enabled=info.is_main, fresh=checkpoint is None)  # writes at its first record
     module: torch.nn.Module = model

@@ -58,8 +58,36 @@ class WarmupInverseSqrt:
         return transformer_lr(index + 1, self.d_model, self.warmup, self.factor)
 
 
+#: Learning-rate schedules of :func:`transformer_scheduler` (``TrainOptions.lr_schedule``).
+LR_SCHEDULES = ("inverse_sqrt", "constant")
+
+
+class ConstantAtPeak:
+    """Picklable multiplier for ``LambdaLR``: the paper's peak rate at every step, no warm-up.
+
+    The rate is ``transformer_lr(warmup, d_model, warmup, factor)`` = factor * d_model^-0.5 *
+    warmup^-0.5, the top of the warm-up schedule, from the first update on: the "no warm-up"
+    ablation of lesson 10 (Xiong et al., 2020: post-LN needs the warm-up, pre-LN much less).
+
+    Args:
+        d_model: model width D.
+        warmup: the warm-up length whose peak is used.
+        factor: multiplier of the whole schedule.
+    """
+
+    def __init__(self, d_model: int, warmup: int, factor: float = 1.0) -> None:
+        WarmupInverseSqrt(d_model, warmup, factor)  # the same checks
+        self.d_model = d_model
+        self.warmup = warmup
+        self.factor = factor
+
+    def __call__(self, index: int) -> float:
+        return transformer_lr(self.warmup, self.d_model, self.warmup, self.factor)
+
+
 def transformer_scheduler(
-    optimizer: torch.optim.Optimizer, d_model: int, warmup: int = 4000, factor: float = 1.0
+    optimizer: torch.optim.Optimizer, d_model: int, warmup: int = 4000, factor: float = 1.0,
+    schedule: str = "inverse_sqrt",
 ) -> LambdaLR:
     """A ``LambdaLR`` that gives the optimizer the paper's learning rate at every step.
 
@@ -71,11 +99,16 @@ def transformer_scheduler(
         d_model: model width D.
         warmup: warm-up steps (paper: 4000).
         factor: multiplier of the whole schedule.
+        schedule: "inverse_sqrt", the paper's warm-up then decay, or "constant", its peak
+            rate at every step (:class:`ConstantAtPeak`, an ablation).
 
     Returns:
         The scheduler (save and restore it with ``state_dict`` / ``load_state_dict``).
     """
+    if schedule not in LR_SCHEDULES:
+        raise ValueError(f"schedule must be one of {LR_SCHEDULES}, got {schedule!r}")
+    multiplier = (WarmupInverseSqrt if schedule == "inverse_sqrt" else ConstantAtPeak)(d_model, warmup, factor)
     for group in optimizer.param_groups:
         group["lr"] = 1.0
         group.pop("initial_lr", None)
-    return LambdaLR(optimizer, WarmupInverseSqrt(d_model, warmup, factor))
+    return LambdaLR(optimizer, multiplier)
