@@ -35,7 +35,7 @@ from .intro_checks import check_additive_scores, check_alignment_and_context, ch
 from .position_checks import check_offset_rotation
 from .question_checks import check_answer
 from .training_checks import check_token_batches, check_warmup_schedule
-from .translation_checks import (check_beam_search, check_beam_step, check_checkpoint_average,
+from .translation_checks import (check_beam_search, check_beam_step, check_checkpoint_average, check_corpus_bleu,
                                  check_normalised_scores)
 from .classroom import grade_all, main
 from .notebooks import Report, TaskResult, grade_notebook, load_references
@@ -52,6 +52,7 @@ __all__ = [
     "check_beam_step",
     "check_causal_mask",
     "check_checkpoint_average",
+    "check_corpus_bleu",
     "check_decoder_layer",
     "check_decoder_only_logits",
     "check_encoder_layer",
