@@ -20,7 +20,7 @@ from .model import Transformer
 EXTRA_LENGTH = 50
 
 
-def _check_pairs(hypotheses: Sequence[str], references: Sequence[str]) -> None:
+def _check_pairs(hypotheses: Sequence[str], references: Sequence[object]) -> None:
     if len(hypotheses) != len(references):
         raise ValueError(
             f"expected one hypothesis per reference, got {len(hypotheses)} hypotheses and "
@@ -28,6 +28,27 @@ def _check_pairs(hypotheses: Sequence[str], references: Sequence[str]) -> None:
         )
     if not references:
         raise ValueError("expected at least one sentence to score, got none")
+
+
+def reference_streams(references: Sequence[str | Sequence[str]]) -> list[list[str | None]]:
+    """Per-sentence references turned into sacreBLEU's reference streams.
+
+    Args:
+        references: for each hypothesis, one reference string or a list of them (any
+            number from 1 up, different from sentence to sentence if need be).
+
+    Returns:
+        ``streams[k][i]``: the k-th reference of sentence i, or None where sentence i has
+        fewer than k + 1 references (sacreBLEU then leaves it out).
+    """
+    per_sentence: list[list[str]] = []
+    for i, refs in enumerate(references):
+        group = [refs] if isinstance(refs, str) else list(refs)
+        if not group or not all(isinstance(r, str) for r in group):
+            raise ValueError(f"reference {i} must be a string or a non-empty list of strings, got {refs!r}")
+        per_sentence.append(group)
+    most = max(len(group) for group in per_sentence)
+    return [[group[k] if k < len(group) else None for group in per_sentence] for k in range(most)]
 
 
 def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
@@ -44,12 +65,16 @@ def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     return sum(h.strip() == r.strip() for h, r in zip(hypotheses, references)) / len(references)
 
 
-def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+def bleu(hypotheses: Sequence[str], references: Sequence[str | Sequence[str]]) -> float:
     """Corpus BLEU (0-100) of detokenized, cased hypotheses against raw references (sacreBLEU).
+
+    With several references, a hypothesis n-gram counts up to the largest number of times it
+    occurs in any one of them, and the brevity penalty uses the reference length closest to
+    the hypothesis's (Papineni et al., 2002; lesson 08 computes it by hand).
 
     Args:
         hypotheses: the model's sentences, detokenized.
-        references: one reference per hypothesis, untouched.
+        references: for each hypothesis its reference, untouched, or a list of references.
 
     Returns:
         sacreBLEU's corpus score, e.g. 35.2.
@@ -57,7 +82,7 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     _check_pairs(hypotheses, references)
     import sacrebleu  # heavy import, only needed here
 
-    return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score)
+    return float(sacrebleu.corpus_bleu(list(hypotheses), reference_streams(references)).score)
 
 
 METRICS = {"exact_match": exact_match, "bleu": bleu}

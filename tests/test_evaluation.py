@@ -28,6 +28,36 @@ def test_bleu_is_sacrebleu_on_detokenized_cased_text() -> None:
     assert bleu(["two dogs play in the snow."], ["Two dogs play in the snow."]) < 100.0
 
 
+def test_bleu_takes_several_references_per_sentence() -> None:
+    hyps = ["the cat sat on the mat today", "a dog runs across the wet grass", "it is raining hard in the city"]
+    first = ["the cat is on the mat", "a dog is running over the grass", "heavy rain falls on the city"]
+    second = ["there is a cat sitting on the mat today", "a dog runs across the wet lawn",
+              "it is raining hard in town"]
+    refs = [[a, b] for a, b in zip(first, second)]
+    assert bleu(hyps, refs) == pytest.approx(sacrebleu.corpus_bleu(hyps, [first, second]).score, abs=1e-12)
+    assert bleu(hyps, refs) > max(bleu(hyps, first), bleu(hyps, second))  # more references, more matches
+    # One reference per sentence, given as a string or as a list of one, is the same score.
+    assert bleu(hyps, [[r] for r in first]) == bleu(hyps, first)
+    # A hypothesis equal to any one of its references scores 100.
+    assert bleu(second, refs) == pytest.approx(100.0)
+    # Sentences may have different numbers of references: sacreBLEU leaves out the missing ones.
+    mixed = [[first[0], second[0]], first[1], [first[2], second[2], "rain in the city"]]
+    streams = [[first[0], first[1], first[2]], [second[0], None, second[2]], [None, None, "rain in the city"]]
+    assert bleu(hyps, mixed) == pytest.approx(sacrebleu.corpus_bleu(hyps, streams).score, abs=1e-12)
+    with pytest.raises(ValueError, match="reference 1 must be a string or a non-empty list of strings, got \\[\\]"):
+        bleu(hyps, [first[0], [], first[2]])
+
+
+def test_bleu_by_its_definition() -> None:
+    # Clipping: the reference written twice matches each n-gram only as often as the reference holds it.
+    ref = "the cat sat on the mat"
+    clipped = (6 / 12 * 5 / 11 * 4 / 10 * 3 / 9) ** 0.25  # geometric mean of the four clipped precisions
+    assert bleu([ref + " " + ref], [ref]) == pytest.approx(100 * clipped)
+    # Brevity penalty: a correct but short hypothesis loses exp(1 - r / c).
+    long_ref = "one two three four five six seven eight"
+    assert bleu(["one two three four"], [long_ref]) == pytest.approx(100 * 2.718281828459045 ** (1 - 8 / 4))
+
+
 def test_translate_sentences_keeps_the_order_and_batches_do_not_matter() -> None:
     pairs = load_dates("train", n_train=40, n_validation=0, n_test=0)
     tokenizer = SharedTokenizer.train(pairs, vocab_size=300)

@@ -633,6 +633,13 @@ def test_the_blank_exercises_get_nothing(graded, name: str):
             (task, report["notes"], report["output"][-3000:])
 
 
+def test_the_bleu_task_grades_the_solution_full_and_a_blank_zero(graded):
+    solution = _tasks(graded["reports"][("solution-08", "08_decoding_and_gpu")])["task-6"]
+    blank = _tasks(graded["reports"][("blank-08", "08_decoding_and_gpu")])["task-6"]
+    assert solution["score"] == 3 and solution["message"].startswith("✓ Task 6 passed: corpus BLEU"), solution
+    assert blank["score"] == 0 and blank["message"].startswith("NotImplementedError: Task 6:"), blank
+
+
 def test_redefined_checks_score_nothing(graded):
     # The checks run in the grader's process: the submission's own check functions are never called.
     tasks = _tasks(graded["reports"][("cheat-redefines", "03_self_attention")])

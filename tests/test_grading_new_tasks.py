@@ -13,10 +13,11 @@ from torch import Tensor, nn
 from minitransformer import MultiHeadAttention, PositionwiseFeedForward, beam_search
 from minitransformer.grading import (check_additive_scores, check_alignment_and_context, check_answer,
                                      check_beam_search, check_beam_step, check_checkpoint_average,
-                                     check_decoder_layer, check_layers_to_connect, check_normalised_scores,
-                                     check_offset_rotation, check_one_hot_embedding, check_scaled_embedding,
-                                     check_shifted_target, check_skipgram_gradients, check_split_and_merge_heads,
-                                     check_tied_output, check_token_batches, check_warmup_schedule)
+                                     check_corpus_bleu, check_decoder_layer, check_layers_to_connect,
+                                     check_normalised_scores, check_offset_rotation, check_one_hot_embedding,
+                                     check_scaled_embedding, check_shifted_target, check_skipgram_gradients,
+                                     check_split_and_merge_heads, check_tied_output, check_token_batches,
+                                     check_warmup_schedule)
 from minitransformer.grading.decoding_checks import _decoding_model
 from minitransformer.grading.intro_checks import _layers_needed, _reach_by_simulation
 from minitransformer.grading.translation_checks import _search_by_hand, _search_cases, _ToyNextLogProbs
@@ -578,6 +579,53 @@ def test_checkpoint_average(capsys: pytest.CaptureFixture[str]) -> None:
     fails(check_checkpoint_average, lambda sds: list(sds[-1].values()), match="expected a dict")
 
 
+def bleu_solution(hyps: list[str], refs: list[list[str]], clip: bool = True, geometric: bool = True,
+                  brevity: bool = True, closest: bool = True) -> float:
+    from collections import Counter
+
+    matches, totals, c, r = [0] * 4, [0] * 4, 0, 0
+    for h, rs in zip(hyps, refs):
+        w, xs = h.split(), [x.split() for x in rs]
+        c += len(w)
+        r += min((len(x) for x in xs), key=lambda n: (abs(n - len(w)), n)) if closest else len(xs[0])
+        for n in range(1, 5):
+            counts = Counter(tuple(w[k:k + n]) for k in range(len(w) - n + 1))
+            most: Counter = Counter()
+            for x in xs:
+                for g, k in Counter(tuple(x[j:j + n]) for j in range(len(x) - n + 1)).items():
+                    most[g] = max(most[g], k)
+            matches[n - 1] += sum(min(k, most[g]) if clip else k * (g in most) for g, k in counts.items())
+            totals[n - 1] += sum(counts.values())
+    precisions = [m / t for m, t in zip(matches, totals)]
+    mean = math.exp(sum(map(math.log, precisions)) / 4) if geometric else sum(precisions) / 4
+    return 100 * (math.exp(1 - r / c) if brevity and c <= r else 1.0) * mean
+
+
+def test_corpus_bleu(capsys: pytest.CaptureFixture[str]) -> None:
+    passes(check_corpus_bleu, bleu_solution, capsys=capsys)
+    for seed in (1, 2, 3):
+        check_corpus_bleu(bleu_solution, seed=seed)
+
+    def sentence_average(hyps: list[str], refs: list[list[str]]) -> float:
+        return sum(bleu_solution([h], [r]) if len(h.split()) >= 4 else 0.0 for h, r in zip(hyps, refs)) / len(hyps)
+
+    fails(check_corpus_bleu, lambda h, r: bleu_solution(h, r, clip=False), match="Clip the counts")
+    fails(check_corpus_bleu, lambda h, r: bleu_solution(h, r, geometric=False), match="geometric mean")
+    fails(check_corpus_bleu, lambda h, r: bleu_solution(h, r, brevity=False), match="brevity penalty")
+    fails(check_corpus_bleu, sentence_average, match="corpus score")
+    fails(check_corpus_bleu, lambda h, r: bleu_solution(h, r, closest=False), match="closest to its hypothesis")
+    fails(check_corpus_bleu, lambda h, r: bleu_solution(h, r) / 100, match="from 0 to 100")
+    fails(check_corpus_bleu, lambda h, r: "42", match="expected a number")
+
+    def borrowed(hyps: list[str], refs: list[list[str]]) -> float:
+        import sacrebleu
+
+        return sacrebleu.corpus_bleu(hyps, [[x[0] for x in refs]], tokenize="none").score
+
+    with pytest.raises(AssertionError, match="sacrebleu's corpus_bleu"):
+        check_corpus_bleu(borrowed)
+
+
 # All of them ---------------------------------------------------------------------------------------------------------
 
 def test_checks_leave_the_global_random_state_alone() -> None:
@@ -592,7 +640,8 @@ def test_checks_leave_the_global_random_state_alone() -> None:
                         (check_shifted_target, (shift_target,)), (check_decoder_layer, (DecoderLayerSolution,)),
                         (check_warmup_schedule, (warmup_lr,)), (check_token_batches, (token_batches,)),
                         (check_normalised_scores, (normalised_scores,)), (check_beam_step, (beam_step,)),
-                        (check_beam_search, (beam_search_solution,)), (check_checkpoint_average, (average,))):
+                        (check_beam_search, (beam_search_solution,)), (check_checkpoint_average, (average,)),
+                        (check_corpus_bleu, (bleu_solution,))):
         check(*args)
     assert torch.equal(torch.rand(3), expected)
 
@@ -643,7 +692,7 @@ def test_blank_stubs_raise_not_implemented() -> None:
     for check in (check_additive_scores, check_alignment_and_context, check_layers_to_connect, check_one_hot_embedding,
                   check_skipgram_gradients, check_offset_rotation, check_shifted_target, check_warmup_schedule,
                   check_token_batches, check_normalised_scores, check_beam_step, check_beam_search,
-                  check_checkpoint_average):
+                  check_checkpoint_average, check_corpus_bleu):
         with pytest.raises(NotImplementedError):
             check(stub)
     with pytest.raises(NotImplementedError):

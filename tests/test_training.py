@@ -55,6 +55,46 @@ def test_resuming_gives_the_losses_of_an_uninterrupted_run(tmp_path: Path) -> No
         torch.testing.assert_close(wa[name], wb[name], rtol=0, atol=0, msg=name)
 
 
+def test_train_gives_the_losses_of_a_plain_loop(tmp_path: Path) -> None:
+    # Lesson 07 writes this loop out: train() must draw its random numbers in the same order (seed, initial
+    # weights, then dropout masks step by step), so that the two agree bit for bit on a CPU.
+    from minitransformer import Transformer, set_seed, transformer_scheduler
+    from minitransformer.data import SharedTokenizer, TokenBatchSampler, collate_pairs, load_dates
+    from minitransformer.training import label_smoothed_nll
+
+    o = _options(tmp_path, device="cpu", max_steps=3).resolved()
+    result = train(o)
+    pairs = load_dates("train", n_train=o.train_size, n_validation=1000, n_test=1000, seed=0)
+    tok = SharedTokenizer.cached(pairs, o.vocab_size)
+    ids = list(zip(tok.encode_batch([s for s, _ in pairs]), tok.encode_batch([t for _, t in pairs])))
+    set_seed(o.seed)
+    model = Transformer(o.model_config(tok.vocab_size, tok.pad_id))
+    adam = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, foreach=True)
+    schedule = transformer_scheduler(adam, model.config.d_model, o.warmup, o.lr_factor)
+    sampler = TokenBatchSampler([len(s) for s, _ in ids], [len(t) for _, t in ids], o.batch_tokens, seed=o.seed)
+    losses = []
+    for indices in list(sampler)[:3]:
+        batch = collate_pairs([ids[i] for i in indices], tok.pad_id, tok.bos_id, tok.eos_id)
+        loss_sum, _, n = label_smoothed_nll(model(batch.src, batch.tgt_in), batch.tgt_out, o.label_smoothing,
+                                            tok.pad_id)
+        (loss_sum / n).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), o.clip_norm)
+        adam.step()
+        schedule.step()
+        adam.zero_grad(set_to_none=True)
+        losses.append(loss_sum.item() / int(n))
+    assert len(sampler) >= 3 and o.dropout > 0
+    assert losses == list(_losses(tmp_path).values())  # bit for bit
+
+
+def test_timing_the_cpu_leaves_the_random_draws_alone() -> None:
+    from minitransformer.training.cpu import matmul_flops
+
+    before = torch.random.get_rng_state()
+    assert matmul_flops(trials=1, seconds=0.001) > 0
+    assert torch.equal(torch.random.get_rng_state(), before)
+
+
 def test_a_fresh_run_refuses_to_overwrite_an_earlier_one(tmp_path: Path) -> None:
     train(_options(tmp_path, max_steps=1))
     with pytest.raises(FileExistsError, match="holds checkpoints of an earlier run.*--resume.*--overwrite"):

@@ -41,7 +41,7 @@ from .position_checks import check_offset_rotation
 from .question_checks import check_answer
 from .recipe_checks import check_ablation_prediction, check_constant_schedule, check_learned_positions
 from .training_checks import check_token_batches, check_warmup_schedule
-from .translation_checks import (check_beam_search, check_beam_step, check_checkpoint_average,
+from .translation_checks import (check_beam_search, check_beam_step, check_checkpoint_average, check_corpus_bleu,
                                  check_normalised_scores)
 from .classroom import grade_all, main
 from .notebooks import Report, TaskResult, grade_notebook, load_references
@@ -61,6 +61,7 @@ __all__ = [
     "check_causal_mask",
     "check_checkpoint_average",
     "check_constant_schedule",
+    "check_corpus_bleu",
     "check_decoder_layer",
     "check_decoder_only_logits",
     "check_encoder_layer",

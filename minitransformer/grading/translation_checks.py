@@ -16,7 +16,8 @@ from ._common import (_call, _compare, _describe, _expect_shape, _expect_tensor,
                       _rng, _shape)
 from .decoding_checks import _decoding_model
 
-__all__ = ["check_beam_search", "check_beam_step", "check_checkpoint_average", "check_normalised_scores"]
+__all__ = ["check_beam_search", "check_beam_step", "check_checkpoint_average", "check_corpus_bleu",
+           "check_normalised_scores"]
 
 
 def _scores(log_probs: Tensor, lengths: Tensor, alpha: float) -> Tensor:
@@ -361,3 +362,147 @@ def check_checkpoint_average(fn: Callable[[list[dict[str, Tensor]]], dict[str, T
             ("That is the last state dict's value; average over all of them.", lambda: last),
         ], atol=1e-3 if last.dtype == torch.float16 else 1e-6, rtol=1e-3 if last.dtype == torch.float16 else 1e-5)
     _passed(task, "checkpoint averaging of 3 state dicts (tied weights, an integer counter, a float16 tensor)")
+
+
+# --- BLEU (lesson 08) ---------------------------------------------------------------------------------------------
+
+_BLEU_WORDS = ("the", "a", "dog", "cat", "runs", "sits", "on", "in", "grass", "snow", "red", "small", "man", "two",
+               "park", "and", "with", "ball")
+
+
+def _ngram_counts(tokens: Sequence[str], n: int) -> dict[tuple[str, ...], int]:
+    counts: dict[tuple[str, ...], int] = {}
+    for i in range(len(tokens) - n + 1):
+        gram = tuple(tokens[i : i + n])
+        counts[gram] = counts.get(gram, 0) + 1
+    return counts
+
+
+def _bleu_by_hand(hyps: Sequence[str], refs: Sequence[Sequence[str]], *, clip: bool = True,
+                  geometric: bool = True, brevity: bool = True, ref_length: str = "closest",
+                  merge: str = "max") -> float:
+    """Corpus BLEU (0-100) of whitespace-split sentences, and the usual mistakes as switches.
+
+    Modified n-gram precision (each hypothesis n-gram counts at most as often as it occurs in one
+    reference, the largest such count over the references), n = 1..4, summed over the corpus; their
+    geometric mean; the brevity penalty exp(1 - r / c) when the hypotheses' length c is below r, the
+    sum of each sentence's reference length closest to its hypothesis (on a tie the shorter one).
+    """
+    matches, totals = [0] * 4, [0] * 4
+    c = r = 0
+    for hyp, group in zip(hyps, refs):
+        h, rs = hyp.split(), [ref.split() for ref in group]
+        c += len(h)
+        lengths = [len(x) for x in rs]
+        r += {"closest": min(lengths, key=lambda n: (abs(n - len(h)), n)), "first": lengths[0],
+              "shortest": min(lengths)}[ref_length]
+        for n in range(1, 5):
+            hc = _ngram_counts(h, n)
+            rc: dict[tuple[str, ...], int] = {}
+            for x in rs:
+                for gram, k in _ngram_counts(x, n).items():
+                    rc[gram] = max(rc.get(gram, 0), k) if merge == "max" else rc.get(gram, 0) + k
+            totals[n - 1] += sum(hc.values())
+            matches[n - 1] += sum(min(k, rc.get(g, 0)) if clip else (k if g in rc else 0) for g, k in hc.items())
+    if min(totals) == 0 or min(matches) == 0:
+        return 0.0
+    precisions = [m / t for m, t in zip(matches, totals)]
+    mean = math.exp(sum(math.log(p) for p in precisions) / 4) if geometric else sum(precisions) / 4
+    penalty = math.exp(1 - r / c) if brevity and c < r else 1.0
+    return 100.0 * penalty * mean
+
+
+def _bleu_corpus(rnd: Any, n_sentences: int, most_refs: int, shorten: float) -> tuple[list[str], list[list[str]]]:
+    """Random references and hypotheses made from them by the edits a translation system makes."""
+    hyps, refs = [], []
+    for _ in range(n_sentences):
+        group = [[rnd.choice(_BLEU_WORDS) for _ in range(rnd.randint(6, 12))] for _ in range(rnd.randint(1, most_refs))]
+        hyp = list(rnd.choice(group))
+        for _ in range(rnd.randint(0, 2)):  # a wrong word
+            hyp[rnd.randrange(len(hyp))] = rnd.choice(_BLEU_WORDS)
+        if rnd.random() < shorten:  # a word left out, or two
+            k = rnd.randrange(len(hyp))
+            del hyp[k : k + rnd.randint(1, 2)]
+        if rnd.random() < 0.3:  # a word said twice: clipping matters
+            k = rnd.randrange(len(hyp))
+            hyp.insert(k, hyp[k])
+        hyps.append(" ".join(hyp))
+        refs.append([" ".join(x) for x in group])
+    return hyps, refs
+
+
+@_isolated(avoid=("sacrebleu:corpus_bleu", "sacrebleu:sentence_bleu", "minitransformer.evaluation:bleu"))
+def check_corpus_bleu(fn: Callable[[list[str], list[list[str]]], Any], *, task: int | str | None = None,
+                      seed: int = 0) -> None:
+    """Check ``fn(hypotheses, references) -> BLEU`` (0-100) against sacreBLEU's ``corpus_bleu``.
+
+    Sentences are split on spaces (sacreBLEU with ``tokenize="none"``); ``references[i]`` lists the
+    one or more references of sentence i. The corpora drawn here have a match of every n-gram order,
+    so no smoothing is involved (Papineni et al., 2002; lesson 08).
+
+    Args:
+        fn: the learner's function.
+        task: task number printed on success.
+        seed: which random corpora (the grader's hidden tests use others).
+
+    Raises:
+        AssertionError: what differs, and the likely mistake.
+    """
+    __tracebackhide__ = True
+    import random
+
+    import sacrebleu
+
+    from ..evaluation import reference_streams
+
+    rnd = random.Random(f"bleu:{seed}")
+    cases = [(["the cat sat on the mat"], [["the cat sat on a red mat"]], "one sentence"),
+             (["the the cat sat on on the mat today", "a dog runs"],
+              [["the cat sat on the mat", "a cat sat on a mat"], ["a dog runs in the park"]],
+              "two sentences, a repeated word, a short hypothesis, two references")]
+    for n, most_refs, shorten, what in ((30, 1, 0.8, "30 sentences, one reference each, mostly short hypotheses"),
+                                        (40, 3, 0.3, "40 sentences, one to three references each")):
+        while True:
+            hyps, refs = _bleu_corpus(rnd, n, most_refs, shorten)
+            if _bleu_by_hand(hyps, refs) > 0:
+                break
+        cases.append((hyps, refs, what))
+    for hyps, refs, what in cases:
+        text = f"{_name(fn)}({len(hyps)} hypotheses, their references) [{what}]"
+        streams = reference_streams(refs)
+        expected = float(sacrebleu.corpus_bleu(hyps, streams, tokenize="none").score)
+        assert abs(expected - _bleu_by_hand(hyps, refs)) < 1e-9, "the check's own BLEU disagrees with sacreBLEU"
+        got_raw = _call(fn, [h for h in hyps], [list(r) for r in refs], text=text)
+        if isinstance(got_raw, Tensor) and got_raw.numel() == 1:
+            got_raw = got_raw.item()
+        if isinstance(got_raw, bool) or not isinstance(got_raw, (int, float)):
+            raise AssertionError(f"{text} returned {_describe(got_raw)}; expected a number from 0 to 100")
+        got = float(got_raw)
+        if math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-6):
+            continue
+        sentence_mean = sum(_bleu_by_hand([h], [r]) for h, r in zip(hyps, refs)) / len(hyps)
+        hints = [
+            ("BLEU is reported from 0 to 100: multiply by 100.", expected / 100),
+            ("Clip the counts: a hypothesis n-gram counts at most as often as it occurs in a reference (min of the "
+             "two counts), so 'the the the' cannot match one 'the' three times.",
+             _bleu_by_hand(hyps, refs, clip=False)),
+            ("Combine the four precisions with the geometric mean, exp(mean of log p_n), not the arithmetic mean.",
+             _bleu_by_hand(hyps, refs, geometric=False)),
+            ("Apply the brevity penalty exp(1 - r / c) when the hypotheses are shorter in total (c) than the "
+             "references (r): precision alone rewards leaving words out.", _bleu_by_hand(hyps, refs, brevity=False)),
+            ("BLEU is a corpus score: add up the matches and totals (and lengths) of all sentences first, then "
+             "compute one score; the average of sentence scores is another, lower number.", sentence_mean),
+            ("With several references, the reference length r of a sentence is the one closest to its hypothesis's "
+             "length (the shorter on a tie), not the first reference's.",
+             _bleu_by_hand(hyps, refs, ref_length="first")),
+            ("With several references, the reference length r of a sentence is the one closest to its hypothesis's "
+             "length, not the shortest.", _bleu_by_hand(hyps, refs, ref_length="shortest")),
+            ("With several references, an n-gram's clipping count is its largest count in any ONE reference, not "
+             "the sum over the references.", _bleu_by_hand(hyps, refs, merge="sum")),
+        ]
+        matched = [hint for hint, value in hints if math.isclose(got, value, rel_tol=1e-6, abs_tol=1e-6)]
+        if matched:
+            raise AssertionError(f"{text}: expected {expected:.4f}, got {got:.4f}. {' '.join(dict.fromkeys(matched))}")
+        raise AssertionError(f"{text}: expected {expected:.4f} (sacreBLEU's corpus_bleu), got {got:.4f}")
+    _passed(task, f"corpus BLEU of {len(cases)} corpora (1 to 40 sentences, one to three references, repeated "
+                  "words, short hypotheses), equal to sacreBLEU")

@@ -60,7 +60,9 @@ def matmul_flops(trials: int = 5, seconds: float = 0.02) -> float:
     does not decide the figure; a machine that stays busy still measures slower.
     """
     n = 384
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    # A generator of its own: timing the CPU must not move the run's dropout masks (the global generator's draws).
+    generator = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n, n, generator=generator), torch.randn(n, n, generator=generator)
     a @ b
     best = 0.0
     for _ in range(trials):
