@@ -61,9 +61,9 @@ def compare(summary: dict[str, Any], name: str, metric: str = "ppl") -> dict[str
         metric: "ppl" (lower is better) or "bleu" (higher is better).
 
     Returns:
-        ``{"difference": ours - theirs (means), "measured": bool (seed ranges do not overlap),
-        "better": bool | None, "paper_difference": float | None, "agrees": bool | None}``;
-        ``agrees`` is None when the paper has no figure or our difference is within noise, and
+        A dict with ``difference`` (ours minus theirs, means), ``measured`` (bool: the seed ranges do not
+        overlap), ``better`` (bool or None), ``paper_difference`` (float or None) and ``agrees`` (bool or
+        None); ``agrees`` is None when the paper has no figure or our difference is within noise, and
         False for a measured difference where the paper saw none.
     """
     ours = summary[name]

@@ -419,8 +419,9 @@ def summarize(records: list[dict[str, Any]], names: list[str] | None = None) -> 
         names: the variants to summarise, in order (default: those found, in :data:`VARIANTS` order).
 
     Returns:
-        ``{variant: {"seeds": [...], "ppl": {mean, std, min, max, values}, "bleu": {...}, "diverged": n,
-        "paper": ..., "group": ..., "label": ..., "compare_to": ...}}``. A diverged run has no perplexity:
+        One dict per variant, with ``seeds``, ``ppl`` and ``bleu`` (each a dict of ``mean``, ``std``,
+        ``min``, ``max`` and ``values``), ``diverged`` (a count), ``paper``, ``group``, ``label`` and
+        ``compare_to``. A diverged run has no perplexity:
         it is left out of the perplexity statistics and counted in ``diverged``.
     """
     found = {r["variant"] for r in records}

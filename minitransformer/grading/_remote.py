@@ -27,6 +27,7 @@ a grade is what the check concluded here from the outputs it compared itself.
 from __future__ import annotations
 
 import ast
+import builtins
 import dataclasses
 import functools
 import io
@@ -172,6 +173,15 @@ def _error(answer: dict[str, Any]) -> BaseException:
         return NotImplementedError(evalue)
     if not ename.isidentifier():
         ename = "Exception"
+    # A built-in error keeps its class, so a check can expect one ("raises a ValueError"); the sandbox only
+    # chooses which error its own code raised, which can change that task's outcome and nothing else.
+    builtin = getattr(builtins, ename, None)
+    if (isinstance(builtin, type) and issubclass(builtin, Exception)
+            and not issubclass(builtin, (StopIteration, StopAsyncIteration))):
+        try:
+            return builtin(evalue)
+        except TypeError:  # e.g. UnicodeDecodeError wants five arguments
+            pass
     return type(ename, (Exception,), {"__module__": "builtins"})(evalue)
 
 
