@@ -441,13 +441,15 @@ def side_by_side_training(model: Transformer, batches: Sequence[Batch], device: 
 
 
 def side_by_side_decoding(model: Transformer, src: Tensor, device: torch.device, *, new_tokens: int = 32,
-                          bos_id: int = 1, repeats: int = 3, compile: bool = False) -> dict[str, Any]:
+                          bos_id: int = 1, repeats: int = 3, warmup: bool = True,
+                          compile: bool = False) -> dict[str, Any]:
     """Greedy decoding speed: ours with the key/value cache, ``nn.Transformer`` re-running its decoder.
 
     Both encode ``src`` and generate exactly ``new_tokens`` tokens per sentence (no end token),
     banning the pad id and ``bos_id`` as our :func:`~minitransformer.decoding.greedy_decode`
     does by default, in eval mode without gradients. The two take turns ``repeats`` times
-    after one untimed run each; the fastest of each counts. With ``compile``, the encoder and
+    after one untimed run each (``warmup=False`` leaves it out, for big models on a CPU, where
+    it costs far more than it settles); the fastest of each counts. With ``compile``, the encoder and
     decoder stacks of both are compiled in place (the decoder's input grows by a token each
     step, so it recompiles for new shapes; the untimed run pays for that).
 
@@ -486,7 +488,7 @@ def side_by_side_decoding(model: Transformer, src: Tensor, device: torch.device,
         return run
 
     runs = {"ours": timed("ours", ours_once), "torch": timed("torch", theirs_once)}
-    for run in runs.values():
+    for run in runs.values() if warmup or compile else ():
         run()  # untimed: first-call allocations (and compilation)
     record = _ratio_record(_alternate(runs, repeats), "generated tokens/s")
     record["agreement"] = (outputs["ours"] == outputs["torch"]).float().mean().item()
