@@ -41,9 +41,9 @@ def to_torch_nn_mask(mask: Tensor) -> Tensor:
 
 @torch.no_grad()
 def _copy_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
-    # Both stack W_Q, W_K, W_V into one (3D, D) matrix, in that order.
-    theirs.in_proj_weight.copy_(ours.w_qkv.weight)
-    theirs.in_proj_bias.copy_(ours.w_qkv.bias)
+    # PyTorch stacks W_Q, W_K, W_V into one (3D, D) in_proj_weight.
+    theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))
+    theirs.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))
     theirs.out_proj.weight.copy_(ours.w_o.weight)
     theirs.out_proj.bias.copy_(ours.w_o.bias)
 
@@ -64,7 +64,7 @@ def mha_to_torch(mha: MultiHeadAttention) -> nn.MultiheadAttention:
     """An ``nn.MultiheadAttention(batch_first=True)`` holding a copy of ``mha``'s weights."""
     theirs = nn.MultiheadAttention(mha.d_model, mha.n_heads, dropout=mha.dropout, batch_first=True)
     _copy_attention(mha, theirs)
-    return theirs.to(mha.w_qkv.weight.device)
+    return theirs.to(mha.w_q.weight.device)
 
 
 def encoder_layer_to_torch(layer: EncoderLayer) -> nn.TransformerEncoderLayer:
@@ -78,7 +78,7 @@ def encoder_layer_to_torch(layer: EncoderLayer) -> nn.TransformerEncoderLayer:
     _copy_feed_forward(layer.feed_forward, theirs)
     _copy_norm(layer.norm1, theirs.norm1)
     _copy_norm(layer.norm2, theirs.norm2)
-    return theirs.to(attn.w_qkv.weight.device)
+    return theirs.to(attn.w_q.weight.device)
 
 
 def decoder_layer_to_torch(layer: DecoderLayer) -> nn.TransformerDecoderLayer:
@@ -94,4 +94,4 @@ def decoder_layer_to_torch(layer: DecoderLayer) -> nn.TransformerDecoderLayer:
     for ours_norm, their_norm in ((layer.norm1, theirs.norm1), (layer.norm2, theirs.norm2),
                                   (layer.norm3, theirs.norm3)):
         _copy_norm(ours_norm, their_norm)
-    return theirs.to(attn.w_qkv.weight.device)
+    return theirs.to(attn.w_q.weight.device)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .attention import MultiHeadAttention
 from .cache import DecoderCache
 from .config import TransformerConfig
 from .embeddings import PositionalEncoding, TokenEmbedding
@@ -100,16 +99,11 @@ class Decoder(nn.Module):
 def xavier_init(module: nn.Module) -> None:
     """Xavier-uniform for every weight matrix of ``module``, biases 0 (LayerNorm's gamma 1 stays).
 
-    The fused (3D, D) projection of a :class:`~minitransformer.attention.MultiHeadAttention` is
-    initialised as the three (D, D) matrices it stacks (W_Q, W_K, W_V, in that order), which
-    is what separate layers would get, random draws included.
     The initialisation of :class:`Transformer` and of the models of :mod:`minitransformer.variants`.
     """
-    fused = {id(m.w_qkv.weight) for m in module.modules() if isinstance(m, MultiHeadAttention)}
     for name, p in module.named_parameters():
         if p.dim() > 1:
-            for block in (p.chunk(3) if id(p) in fused else (p,)):
-                nn.init.xavier_uniform_(block)
+            nn.init.xavier_uniform_(p)
         elif name.endswith("bias"):
             nn.init.zeros_(p)
 

@@ -206,18 +206,3 @@ def test_average_out_never_replaces_a_training_checkpoint(tmp_path: Path, tokeni
         check_average_target(averaged)
     assert check_average_target(averaged, force=True) == averaged
     assert check_average_target(tmp_path / "new.pt") == tmp_path / "new.pt"
-
-
-def test_a_checkpoint_from_before_the_fused_projections_still_loads(tmp_path: Path, tokenizer: SharedTokenizer) -> None:
-    from minitransformer.attention import split_qkv
-
-    model = _model(tokenizer).eval()
-    path = save_checkpoint(tmp_path / "old.pt", model, tokenizer, step=3, options={"dataset": "dates"})
-    raw = torch.load(path, weights_only=True)
-    raw["model"] = split_qkv(raw["model"])  # the names of the time of three nn.Linear: w_q, w_k, w_v
-    assert "encoder.layers.0.self_attn.w_k.weight" in raw["model"]
-    assert not any("w_qkv" in name for name in raw["model"])
-    torch.save({**raw, "model": {k: v.clone() for k, v in raw["model"].items()}}, path)
-    loaded, _, _ = load_model(path)
-    src, tgt = torch.tensor([[5, 6, 2]]), torch.tensor([[1, 7, 8]])
-    assert torch.equal(loaded(src, tgt), model(src, tgt))

@@ -8,7 +8,6 @@ import torch
 from torch import Tensor, nn
 
 from ..data.batching import collate_pairs
-from ..attention import split_qkv
 from ..layers import DecoderLayer
 from ..masks import make_padding_mask, make_target_mask
 from ._common import (_build, _call, _compare, _expect_shape, _expect_tensor, _fill_parameters, _first_output,
@@ -132,8 +131,7 @@ def check_decoder_layer(cls: type[nn.Module], *, task: int | str | None = None) 
     ref = DecoderLayer(d_model, n_heads, d_ff, dropout).eval()
     _fill_parameters(ref, g)
     mine = dict(layer.named_parameters())
-    # The package fuses W_Q, W_K, W_V (w_qkv); a learner's attention may hold them apart (w_q, w_k, w_v).
-    wanted = split_qkv(dict(ref.named_parameters()), keep=mine)
+    wanted = dict(ref.named_parameters())
     missing = [n for n in wanted if n not in mine]
     if missing:
         parts = sorted({n.split(".")[0] for n in missing})

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..attention import MultiHeadAttention, split_qkv
+from ..attention import MultiHeadAttention
 from ..layers import EncoderLayer, PositionwiseFeedForward
 from ..masks import make_causal_mask
 from ._common import (_build, _call, _call_text, _close, _compare, _expect_shape, _expect_tensor, _fill_parameters,
@@ -248,7 +248,7 @@ def _expect_no_dropout_in_eval(cls: type[nn.Module], args: tuple[int, ...], ref:
     module = _call(lambda: cls(*args, dropout=0.5), text=built)
     if not isinstance(module, nn.Module):
         raise AssertionError(f"{built} built a {type(module).__name__}; expected a subclass of nn.Module")
-    module.load_state_dict(split_qkv(ref.state_dict(), keep=module.state_dict()), strict=False)
+    module.load_state_dict(ref.state_dict(), strict=False)
     module.eval()
     text = f"{built}.eval().forward(x {_shape(x)})"
     expected = _first_output(ref(x))
@@ -352,9 +352,7 @@ def check_encoder_layer(cls: type[nn.Module], *, task: int | str | None = None) 
     ref = EncoderLayer(d_model, n_heads, d_ff, dropout=0.0).eval()
     _fill_parameters(ref, g)
     mine = dict(layer.named_parameters())
-    # The package fuses W_Q, W_K, W_V (w_qkv); a learner's attention may hold them apart (w_q, w_k, w_v).
-    wanted = split_qkv(dict(ref.named_parameters()), keep=mine)
-    missing = [name for name in wanted if name not in mine]
+    missing = [name for name in dict(ref.named_parameters()) if name not in mine]
     if missing:
         raise AssertionError(
             f"{owner} has no parameter {', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}: name its parts "
@@ -362,7 +360,7 @@ def check_encoder_layer(cls: type[nn.Module], *, task: int | str | None = None) 
             "(holding weight and bias), so the package's weights can be copied in. Its parameters are: "
             f"{', '.join(sorted(mine)) or 'none'}."
         )
-    for name, p in wanted.items():
+    for name, p in ref.named_parameters():
         if mine[name].shape != p.shape:
             raise AssertionError(f"{owner}: parameter {name} has shape {_shape(mine[name])} but the package's has {_shape(p)}")
         mine[name].copy_(p)

@@ -36,7 +36,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..attention import fuse_qkv
 from ..config import TransformerConfig
 from ..data import SharedTokenizer
 from ..model import Transformer
@@ -282,8 +281,6 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     for key in ("config", "tokenizer", "model", "step"):
         if key not in checkpoint:
             raise CheckpointError(f"checkpoint {path} is not a complete minitransformer checkpoint: '{key}' is missing")
-    if isinstance(checkpoint["model"], dict):  # written before W_Q, W_K, W_V were fused: stack them
-        checkpoint["model"] = fuse_qkv(checkpoint["model"])
     checkpoint_tokenizer(checkpoint, path)
     _check_sizes(checkpoint, path)
     _check_finite(checkpoint, path)
