@@ -123,25 +123,32 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     threads_before = torch.get_num_threads()
     records: list[dict[str, Any]] = []
     start = time.perf_counter()
+    path = args.json or (None if args.quick else REPO_ROOT / "benchmarks" / "results" / f"compare-{device.type}.json")
+
+    def result(complete: bool) -> dict[str, Any]:
+        return {"torch": torch.__version__, "device": str(device), "cpus": os.cpu_count(),
+                "load_before": before, "load_after": load(), "seconds": round(time.perf_counter() - start, 1),
+                "new_tokens": NEW_TOKENS, "quick": args.quick, "complete": complete, "records": records}
+
+    def write(complete: bool) -> None:  # after every size: an interrupted run keeps what it measured
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(result(complete), indent=1) + "\n")
+
     try:
-        for threads in (args.threads if device.type == "cpu" else [threads_before]):
-            torch.set_num_threads(threads)
-            for mode in modes:
-                for name in args.sizes:
+        for name in args.sizes:  # sizes outermost: the slow base model comes last
+            for threads in (args.threads if device.type == "cpu" else [threads_before]):
+                torch.set_num_threads(threads)
+                for mode in modes:
                     records.extend(measure(name, QUICK if args.quick else SIZES[name], device, mode))
+                write(complete=False)
     finally:
         torch.set_num_threads(threads_before)
-    result = {"torch": torch.__version__, "device": str(device), "cpus": os.cpu_count(),
-              "load_before": before, "load_after": load(), "seconds": round(time.perf_counter() - start, 1),
-              "new_tokens": NEW_TOKENS, "quick": args.quick, "records": records}
-    print(f"load average after: {' '.join(f'{x:.1f}' for x in result['load_after'])}; "
-          f"{result['seconds']:.0f} s in all")
-    path = args.json or (None if args.quick else REPO_ROOT / "benchmarks" / "results" / f"compare-{device.type}.json")
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {path}")
-    return result
+    final = result(complete=True)
+    write(complete=True)
+    print(f"load average after: {' '.join(f'{x:.1f}' for x in final['load_after'])}; "
+          f"{final['seconds']:.0f} s in all" + (f"; wrote {path}" if path else ""))
+    return final
 
 
 if __name__ == "__main__":
