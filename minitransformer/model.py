@@ -69,7 +69,8 @@ class Decoder(nn.Module):
         self.norm = LayerNorm(d_model) if norm_first else None
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None,
-                tgt_mask: Tensor | None = None, cache: DecoderCache | None = None, checked: bool = False) -> Tensor:
+                tgt_mask: Tensor | None = None, cache: DecoderCache | None = None,
+                checked: bool = False) -> Tensor:
         return self.forward_with_weights(x, memory, src_mask, tgt_mask, need_weights=False, cache=cache,
                                          checked=checked)[0]
 
@@ -194,7 +195,8 @@ class Transformer(nn.Module):
         if memory.size(0) != batch:
             raise ValueError(f"memory is for {memory.size(0)} sentences but tgt has B = {batch}")
         dtype = self.generator.weight.dtype
-        if not memory.is_floating_point() or (memory.dtype != dtype and not torch.is_autocast_enabled(memory.device.type)):
+        autocast = torch.is_autocast_enabled(memory.device.type)
+        if not memory.is_floating_point() or (memory.dtype != dtype and not autocast):
             raise TypeError(f"memory must be the encoder's output, a floating-point tensor of the model's dtype "
                             f"{dtype}, got dtype {memory.dtype}")
 

@@ -140,7 +140,7 @@ def test_decode_checks_the_memory_it_is_given_once_for_all_layers():
     tgt = torch.tensor([[1, 5, 6]])
     memory = model.encode(torch.tensor([[4, 5, 2]]))
     with pytest.raises(TypeError, match="memory must be the encoder's output.*float32.*float64"):
-        model.decode(tgt, memory.double())
+        model.decode(tgt, memory.double())  # float64 memory for float32 weights
     with pytest.raises(TypeError, match="memory must be the encoder's output.*int64"):
         model.decode(tgt, memory.long())
     assert model.decode(tgt, memory).shape == (1, 3, 64)
