@@ -102,7 +102,9 @@ class MultiHeadAttention(nn.Module):
     ``0 * sum(q)`` to each query's output, which is 0 for a finite query and NaN otherwise.
 
     Inputs must be floating-point tensors of the weights' dtype (float32 by default; call
-    ``.double()`` on the layer for float64), or any float dtype under autocast.
+    ``.double()`` on the layer for float64), or any float dtype under autocast. The inputs
+    and the mask are checked at every call unless ``checked=True`` says that the caller has
+    done so (the :class:`~minitransformer.model.Transformer` checks once per forward pass).
 
     With a :class:`~minitransformer.cache.KVCache`, the keys and values of earlier steps
     are reused: a static (cross-attention) cache projects ``key``/``value`` once; a
@@ -146,21 +148,10 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         need_weights: bool = False,
         cache: KVCache | None = None,
+        checked: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        weights_dtype = self.w_q.weight.dtype
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            if t.dim() != 3 or t.size(-1) != self.d_model:
-                raise ValueError(f"{name} must have shape (B, T, {self.d_model}), got {tuple(t.shape)}")
-            if not t.is_floating_point():
-                raise TypeError(f"{name} must be a floating-point tensor of d_model-wide vectors, got dtype {t.dtype} "
-                                "(token ids are embedded first, e.g. with TokenEmbedding)")
-            if t.dtype != weights_dtype and not torch.is_autocast_enabled(t.device.type):
-                raise TypeError(f"{name} has dtype {t.dtype} but the layer's weights are {weights_dtype}: convert the "
-                                f"input with .to({weights_dtype}), or the layer with .to({t.dtype})")
-        if key.shape[:2] != value.shape[:2]:
-            raise ValueError(f"key and value must have the same (B, Tk), got {tuple(key.shape)} and {tuple(value.shape)}")
-        if query.size(0) != key.size(0):
-            raise ValueError(f"query and key must have the same batch size B, got {tuple(query.shape)} and {tuple(key.shape)}")
+        if not checked:
+            self.check_inputs(query, key, value)
         q = self.split_heads(self.w_q(query))  # (B, H, Tq, Dk)
         if cache is not None and cache.static and cache.key is not None and cache.value is not None:
             k, v = cache.key, cache.value  # (B, H, Tk, Dk), projected at the first step
@@ -169,7 +160,7 @@ class MultiHeadAttention(nn.Module):
             v = self.split_heads(self.w_v(value))  # (B, H, Tk, Dk)
             if cache is not None:
                 k, v = cache.update(k, v)  # (B, H, Tk_cached + Tk, Dk)
-        if mask is not None:
+        if mask is not None and not checked:
             check_mask(mask, (q.size(0), self.n_heads, q.size(2), k.size(2)))
         weights: Tensor | None
         if need_weights:
@@ -185,6 +176,23 @@ class MultiHeadAttention(nn.Module):
             heads = heads + 0.0 * q.sum(dim=-1, keepdim=True)  # NaN spreads from a query as in the unfused path
             weights = None
         return self.w_o(self.merge_heads(heads)), weights  # (B, Tq, D), (B, H, Tq, Tk) | None
+
+    def check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> None:
+        """Shapes and dtypes of ``forward``'s inputs; raises a one-line error for the first wrong one."""
+        weights_dtype = self.w_q.weight.dtype
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if t.dim() != 3 or t.size(-1) != self.d_model:
+                raise ValueError(f"{name} must have shape (B, T, {self.d_model}), got {tuple(t.shape)}")
+            if not t.is_floating_point():
+                raise TypeError(f"{name} must be a floating-point tensor of d_model-wide vectors, got dtype {t.dtype} "
+                                "(token ids are embedded first, e.g. with TokenEmbedding)")
+            if t.dtype != weights_dtype and not torch.is_autocast_enabled(t.device.type):
+                raise TypeError(f"{name} has dtype {t.dtype} but the layer's weights are {weights_dtype}: convert the "
+                                f"input with .to({weights_dtype}), or the layer with .to({t.dtype})")
+        if key.shape[:2] != value.shape[:2]:
+            raise ValueError(f"key and value must have the same (B, Tk), got {tuple(key.shape)} and {tuple(value.shape)}")
+        if query.size(0) != key.size(0):
+            raise ValueError(f"query and key must have the same batch size B, got {tuple(query.shape)} and {tuple(key.shape)}")
 
     def extra_repr(self) -> str:
         extra = (f", d_qk={self.d_qk}" if self.d_qk != self.d_k else "") + ("" if self.scaled else ", unscaled")

@@ -101,7 +101,10 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                      help="stop once the validation exact match (a fraction in (0, 1], dates) or BLEU (multi30k, "
                           "text) reaches this; 0: never"
                           + _recipe("target"))
-    run.add_argument("--eval-sentences", type=int, help="validation (after each epoch) and test (at the end) "
+    run.add_argument("--checks-per-epoch", type=int,
+                     help="with a target: validate this many times per epoch, evenly spaced, so that the run stops "
+                          "soon after it first reaches the target; 1: at epoch ends only" + _recipe("checks_per_epoch"))
+    run.add_argument("--eval-sentences", type=int, help="validation (at each check) and test (at the end) "
                                                         "sentences translated for the quality figure (default: all)")
     run.add_argument("--seed", type=int, default=0, help="seed of initialisation, dropout and batch order (default: 0)")
     files = p.add_argument_group("output")

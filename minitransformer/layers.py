@@ -85,13 +85,17 @@ class EncoderLayer(nn.Module):
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, src_mask: Tensor | None = None, cache: KVCache | None = None) -> Tensor:
-        return self.forward_with_weights(x, src_mask, need_weights=False, cache=cache)[0]
+    def forward(self, x: Tensor, src_mask: Tensor | None = None, cache: KVCache | None = None,
+                checked: bool = False) -> Tensor:
+        return self.forward_with_weights(x, src_mask, need_weights=False, cache=cache, checked=checked)[0]
 
     def forward_with_weights(self, x: Tensor, src_mask: Tensor | None = None,
                              need_weights: bool = True,
-                             cache: KVCache | None = None) -> tuple[Tensor, Tensor | None]:
+                             cache: KVCache | None = None, checked: bool = False) -> tuple[Tensor, Tensor | None]:
         """Like ``forward``, also returning the self-attention weights (B, H, S, S).
+
+        ``checked=True``: the caller has checked ``x`` and the mask (the model does, once per
+        pass), so the attention does not check them again.
 
         With ``cache`` (used by the decoder-only language model of lesson 09, whose blocks are
         encoder layers under a causal mask), ``x`` holds only the new positions and attends to
@@ -99,11 +103,11 @@ class EncoderLayer(nn.Module):
         """
         if self.norm_first:
             h = self.norm1(x)
-            attn, weights = self.self_attn(h, h, h, src_mask, need_weights=need_weights, cache=cache)
+            attn, weights = self.self_attn(h, h, h, src_mask, need_weights=need_weights, cache=cache, checked=checked)
             x = x + self.dropout1(attn)
             x = x + self.dropout2(self.feed_forward(self.norm2(x)))
         else:
-            attn, weights = self.self_attn(x, x, x, src_mask, need_weights=need_weights, cache=cache)
+            attn, weights = self.self_attn(x, x, x, src_mask, need_weights=need_weights, cache=cache, checked=checked)
             x = self.norm1(x + self.dropout1(attn))
             x = self.norm2(x + self.dropout2(self.feed_forward(x)))
         return x, weights  # (B, S, D)
@@ -135,32 +139,36 @@ class DecoderLayer(nn.Module):
         self.dropout3 = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None,
-                tgt_mask: Tensor | None = None, cache: LayerCache | None = None) -> Tensor:
-        return self.forward_with_weights(x, memory, src_mask, tgt_mask, need_weights=False, cache=cache)[0]
+                tgt_mask: Tensor | None = None, cache: LayerCache | None = None, checked: bool = False) -> Tensor:
+        return self.forward_with_weights(x, memory, src_mask, tgt_mask, need_weights=False, cache=cache,
+                                         checked=checked)[0]
 
     def forward_with_weights(
         self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None,
-        need_weights: bool = True, cache: LayerCache | None = None,
+        need_weights: bool = True, cache: LayerCache | None = None, checked: bool = False,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """Like ``forward``, also returning self-attention (B, H, T, T) and cross-attention (B, H, T, S) weights.
 
         With ``cache``, ``x`` holds only the new positions and attends to the cached ones too.
+        ``checked=True``: the caller has checked the inputs and masks (the model does, once per pass).
         """
         self_cache = cache.self_attn if cache is not None else None
         cross_cache = cache.cross_attn if cache is not None else None
         if self.norm_first:
             h = self.norm1(x)
-            attn, self_weights = self.self_attn(h, h, h, tgt_mask, need_weights=need_weights, cache=self_cache)
+            attn, self_weights = self.self_attn(h, h, h, tgt_mask, need_weights=need_weights, cache=self_cache,
+                                                 checked=checked)
             x = x + self.dropout1(attn)
             attn, cross_weights = self.cross_attn(self.norm2(x), memory, memory, src_mask,
-                                                  need_weights=need_weights, cache=cross_cache)
+                                                  need_weights=need_weights, cache=cross_cache, checked=checked)
             x = x + self.dropout2(attn)
             x = x + self.dropout3(self.feed_forward(self.norm3(x)))
         else:
-            attn, self_weights = self.self_attn(x, x, x, tgt_mask, need_weights=need_weights, cache=self_cache)
+            attn, self_weights = self.self_attn(x, x, x, tgt_mask, need_weights=need_weights, cache=self_cache,
+                                                 checked=checked)
             x = self.norm1(x + self.dropout1(attn))
             attn, cross_weights = self.cross_attn(x, memory, memory, src_mask, need_weights=need_weights,
-                                                  cache=cross_cache)
+                                                  cache=cross_cache, checked=checked)
             x = self.norm2(x + self.dropout2(attn))
             x = self.norm3(x + self.dropout3(self.feed_forward(x)))
         return x, self_weights, cross_weights  # (B, T, D), ...

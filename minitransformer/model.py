@@ -34,15 +34,18 @@ class Encoder(nn.Module):
         )
         self.norm = LayerNorm(d_model) if norm_first else None
 
-    def forward(self, x: Tensor, src_mask: Tensor | None = None) -> Tensor:
-        return self.forward_with_weights(x, src_mask, need_weights=False)[0]
+    def forward(self, x: Tensor, src_mask: Tensor | None = None, checked: bool = False) -> Tensor:
+        return self.forward_with_weights(x, src_mask, need_weights=False, checked=checked)[0]
 
     def forward_with_weights(self, x: Tensor, src_mask: Tensor | None = None,
-                             need_weights: bool = True) -> tuple[Tensor, list[Tensor]]:
-        """Also returns each layer's self-attention weights, a list of N tensors (B, H, S, S)."""
+                             need_weights: bool = True, checked: bool = False) -> tuple[Tensor, list[Tensor]]:
+        """Also returns each layer's self-attention weights, a list of N tensors (B, H, S, S).
+
+        ``checked=True``: ``x`` and ``src_mask`` were checked by the caller, so the layers skip it.
+        """
         maps = []
         for layer in self.layers:
-            x, weights = layer.forward_with_weights(x, src_mask, need_weights=need_weights)
+            x, weights = layer.forward_with_weights(x, src_mask, need_weights=need_weights, checked=checked)
             if weights is not None:
                 maps.append(weights)
         if self.norm is not None:
@@ -66,20 +69,26 @@ class Decoder(nn.Module):
         self.norm = LayerNorm(d_model) if norm_first else None
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None,
-                tgt_mask: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:
-        return self.forward_with_weights(x, memory, src_mask, tgt_mask, need_weights=False, cache=cache)[0]
+                tgt_mask: Tensor | None = None, cache: DecoderCache | None = None,
+                checked: bool = False) -> Tensor:
+        return self.forward_with_weights(x, memory, src_mask, tgt_mask, need_weights=False, cache=cache,
+                                         checked=checked)[0]
 
     def forward_with_weights(
         self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None,
-        need_weights: bool = True, cache: DecoderCache | None = None,
+        need_weights: bool = True, cache: DecoderCache | None = None, checked: bool = False,
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
-        """Also returns per-layer self-attention (B, H, T, T) and cross-attention (B, H, T, S) weights."""
+        """Also returns per-layer self-attention (B, H, T, T) and cross-attention (B, H, T, S) weights.
+
+        ``checked=True``: the inputs and masks were checked by the caller, so the layers skip it.
+        """
         if cache is not None and len(cache.layers) != len(self.layers):
             raise ValueError(f"cache has {len(cache.layers)} layers but the decoder has {len(self.layers)}")
         self_maps, cross_maps = [], []
         for i, layer in enumerate(self.layers):
             layer_cache = cache.layers[i] if cache is not None else None
-            x, self_w, cross_w = layer.forward_with_weights(x, memory, src_mask, tgt_mask, need_weights, layer_cache)
+            x, self_w, cross_w = layer.forward_with_weights(x, memory, src_mask, tgt_mask, need_weights, layer_cache,
+                                                            checked)
             if self_w is not None and cross_w is not None:
                 self_maps.append(self_w)
                 cross_maps.append(cross_w)
@@ -187,6 +196,11 @@ class Transformer(nn.Module):
             raise ValueError(f"memory must be the encoder's output of shape (B, S, {self.config.d_model}), got {shape}")
         if memory.size(0) != batch:
             raise ValueError(f"memory is for {memory.size(0)} sentences but tgt has B = {batch}")
+        dtype = self.generator.weight.dtype
+        autocast = torch.is_autocast_enabled(memory.device.type)
+        if not memory.is_floating_point() or (memory.dtype != dtype and not autocast):
+            raise TypeError(f"memory must be the encoder's output, a floating-point tensor of the model's dtype "
+                            f"{dtype}, got dtype {memory.dtype}")
 
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         """Run the encoder: (B, S) ids -> memory (B, S, D).
@@ -204,7 +218,8 @@ class Transformer(nn.Module):
         if src_mask is None:
             src_mask = make_padding_mask(src, self.config.pad_id)
         check_mask(src_mask, (batch, self.config.n_heads, length, length), name="src_mask")
-        return self.encoder(self.positional(self.src_embed(src)), src_mask)  # (B, S, D)
+        # Checked once here for all layers: the embeddings give (B, S, D) in the weights' dtype.
+        return self.encoder(self.positional(self.src_embed(src)), src_mask, checked=True)  # (B, S, D)
 
     def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None = None,
                tgt_mask: Tensor | None = None, cache: DecoderCache | None = None,
@@ -251,7 +266,7 @@ class Transformer(nn.Module):
         if tgt_mask is not None:
             check_mask(tgt_mask, (batch, self.config.n_heads, length, offset + length), name="tgt_mask")
         x = self.positional(self.tgt_embed(tgt), offset=offset)  # (B, T, D)
-        out = self.decoder(x, memory, cross_mask, tgt_mask, cache=cache)  # (B, T, D)
+        out = self.decoder(x, memory, cross_mask, tgt_mask, cache=cache, checked=True)  # (B, T, D), checked here
         if cache is not None:
             cache.length += length
         return out

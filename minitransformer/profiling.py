@@ -168,6 +168,41 @@ class TorchTransformer(nn.Module):
         encoder.layers = nn.ModuleList(encoder_layer_to_torch(layer) for layer in model.encoder.layers)
         decoder.layers = nn.ModuleList(decoder_layer_to_torch(layer) for layer in model.decoder.layers)
 
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        """The encoder's output (B, S, D) and the source padding mask (B, S) (True = padding)."""
+        src_padding = to_torch_nn_mask(make_padding_mask(src, self.pad_id))  # (B, S), True = padding
+        memory = self.transformer.encoder(self.positional(self.src_embed(src)), src_key_padding_mask=src_padding)
+        return memory, src_padding  # (B, S, D), (B, S)
+
+    @torch.no_grad()
+    def greedy_decode(self, src: Tensor, max_len: int, bos_id: int, banned_ids: Sequence[int] = ()) -> Tensor:
+        """Greedy decoding as a user of ``nn.Transformer`` writes it: the decoder re-runs over all tokens.
+
+        ``nn.Transformer`` has no key/value cache, so step t runs the decoder over the t tokens
+        so far and keeps the last position's logits. Exactly ``max_len`` tokens are generated
+        (no end token), like :func:`~minitransformer.decoding.greedy_decode` with ``eos_id=None``.
+
+        Args:
+            src: source ids (B, S).
+            max_len: tokens to generate after ``bos_id``.
+            bos_id: the start token.
+            banned_ids: ids never generated (as in our greedy decoding).
+
+        Returns:
+            Token ids (B, 1 + max_len).
+        """
+        memory, src_padding = self.encode(src)  # (B, S, D), (B, S)
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+        for _ in range(max_len):
+            causal = to_torch_nn_mask(make_causal_mask(ys.size(1), device=src.device))  # (t, t)
+            hidden = self.transformer.decoder(self.positional(self.tgt_embed(ys)), memory, tgt_mask=causal,
+                                              memory_key_padding_mask=src_padding, tgt_is_causal=True)
+            logits = self.generator(hidden[:, -1])  # (B, V)
+            if banned_ids:
+                logits[:, list(banned_ids)] = float("-inf")
+            ys = torch.cat([ys, logits.argmax(dim=-1, keepdim=True)], dim=1)  # (B, t + 1)
+        return ys
+
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         src_padding = to_torch_nn_mask(make_padding_mask(src, self.pad_id))  # (B, S), True = padding
         tgt_padding = to_torch_nn_mask(make_padding_mask(tgt, self.pad_id))  # (B, T)
@@ -356,3 +391,105 @@ def profile_training_step(module: nn.Module, batch: Batch, device: torch.device,
         time_training_steps(module, [batch], device, bf16=bf16, steps=steps, warmup=0)
     key = "cuda_time_total" if device.type == "cuda" else "cpu_time_total"
     return prof.key_averages().table(sort_by=key, row_limit=row_limit)
+
+
+def _alternate(runs: dict[str, Any], repeats: int) -> dict[str, list[float]]:
+    """Call each of ``runs`` (name -> function returning a speed) ``repeats`` times, taking turns.
+
+    The order flips every round (ours, theirs, theirs, ours, ...), so that neither model is
+    always the one that runs right after the other on a machine whose load changes.
+    """
+    names = list(runs)
+    found: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(repeats):
+        for name in (names if i % 2 == 0 else names[::-1]):
+            found[name].append(runs[name]())
+    return found
+
+
+def _ratio_record(speeds: dict[str, list[float]], unit: str) -> dict[str, Any]:
+    best = {name: max(values) for name, values in speeds.items()}  # the fastest = the least disturbed run
+    return {"ours": best["ours"], "torch": best["torch"], "ratio": best["ours"] / best["torch"], "unit": unit,
+            "all_ours": speeds["ours"], "all_torch": speeds["torch"]}
+
+
+def side_by_side_training(model: Transformer, batches: Sequence[Batch], device: torch.device, *, repeats: int = 3,
+                          steps: int = 5, compile: bool = False, bf16: bool = False) -> dict[str, Any]:
+    """Training-step speed of ``model`` and of a :class:`TorchTransformer` with the same weights, alternating.
+
+    Like :func:`compare_with_torch`, but the two models are built once and take turns
+    ``repeats`` times (each turn: a fresh Adam, one untimed step, ``steps`` timed ones); the
+    fastest turn of each counts. ``model`` itself is not changed (copies are trained).
+
+    Returns:
+        ``{"ours", "torch"}`` tokens (source + target, padding excluded) per second, ``"ratio"``
+        ours / torch, ``"unit"``, and every turn's figure in ``"all_ours"``, ``"all_torch"``.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    ours: nn.Module = copy.deepcopy(model).to(device)
+    theirs: nn.Module = TorchTransformer(model).to(device)
+    if compile:
+        ours, theirs = torch.compile(ours), torch.compile(theirs)
+    pad = model.config.pad_id
+
+    def runner(module: nn.Module) -> Any:
+        return lambda: time_training_steps(module, batches, device, bf16=bf16, steps=steps, warmup=1,
+                                           pad_id=pad).tokens_per_s
+
+    return _ratio_record(_alternate({"ours": runner(ours), "torch": runner(theirs)}, repeats), "tokens/s")
+
+
+def side_by_side_decoding(model: Transformer, src: Tensor, device: torch.device, *, new_tokens: int = 32,
+                          bos_id: int = 1, repeats: int = 3, warmup: bool = True,
+                          compile: bool = False) -> dict[str, Any]:
+    """Greedy decoding speed: ours with the key/value cache, ``nn.Transformer`` re-running its decoder.
+
+    Both encode ``src`` and generate exactly ``new_tokens`` tokens per sentence (no end token),
+    banning the pad id and ``bos_id`` as our :func:`~minitransformer.decoding.greedy_decode`
+    does by default, in eval mode without gradients. The two take turns ``repeats`` times
+    after one untimed run each (``warmup=False`` leaves it out, for big models on a CPU, where
+    it costs far more than it settles); the fastest of each counts. With ``compile``, the encoder and
+    decoder stacks of both are compiled in place (the decoder's input grows by a token each
+    step, so it recompiles for new shapes; the untimed run pays for that).
+
+    Returns:
+        As :func:`side_by_side_training`, in generated tokens per second, plus ``"agreement"``:
+        the fraction of generated tokens on which the two agree (same weights, same search:
+        1.0 up to rounding near-ties).
+    """
+    from .decoding import greedy_decode
+
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    ours = copy.deepcopy(model).to(device).eval()
+    theirs = TorchTransformer(model).to(device).eval()
+    src = src.to(device)
+    banned = [model.config.pad_id, bos_id]
+    if compile:  # in place, so that both keep their decoding methods
+        for stack in (ours.encoder, ours.decoder, theirs.transformer.encoder, theirs.transformer.decoder):
+            stack.compile()
+    outputs: dict[str, Tensor] = {}
+
+    def ours_once() -> Tensor:
+        return greedy_decode(ours, src, new_tokens, bos_id=bos_id, eos_id=None)
+
+    def theirs_once() -> Tensor:
+        return theirs.greedy_decode(src, new_tokens, bos_id, banned)
+
+    def timed(name: str, fn: Any) -> Any:
+        def run() -> float:
+            _synchronize(device)
+            start = time.perf_counter()
+            with torch.no_grad():
+                outputs[name] = fn()
+            _synchronize(device)
+            return src.size(0) * new_tokens / (time.perf_counter() - start)
+        return run
+
+    runs = {"ours": timed("ours", ours_once), "torch": timed("torch", theirs_once)}
+    for run in runs.values() if warmup or compile else ():
+        run()  # untimed: first-call allocations (and compilation)
+    record = _ratio_record(_alternate(runs, repeats), "generated tokens/s")
+    record["agreement"] = (outputs["ours"] == outputs["torch"]).float().mean().item()
+    return record

@@ -108,3 +108,14 @@ def test_non_finite_inputs_are_not_checked_and_spread_as_documented():
     out, weights = scaled_dot_product_attention(q, torch.randn(1, 1, 3, 4), v, mask)
     assert torch.all(weights[..., 2] == 0)
     assert torch.isnan(out).all()
+
+
+def test_checked_skips_the_checks_and_unchecked_calls_still_refuse_bad_masks():
+    mha = MultiHeadAttention(d_model=8, n_heads=2)
+    x = torch.randn(2, 3, 8)
+    wrong = torch.ones(3, 3, 3, dtype=torch.bool)  # 3-D: refused by check_mask
+    with pytest.raises(ValueError, match="mask"):
+        mha(x, x, x, wrong)
+    with pytest.raises(TypeError, match="dtype"):
+        mha(x.double(), x.double(), x.double())
+    assert_close(mha(x, x, x, make_causal_mask(3), checked=True)[0], mha(x, x, x, make_causal_mask(3))[0])

@@ -131,3 +131,16 @@ def test_masks_of_the_model_are_named_in_errors():
         model(src, tgt, memory_mask=torch.ones(4, 1, 3, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"memory is for 4 sentences but tgt has B = 2"):
         model.decode(tgt[:2], model.encode(src))
+
+
+def test_decode_checks_the_memory_it_is_given_once_for_all_layers():
+    from minitransformer import Transformer, TransformerConfig
+
+    model = Transformer(TransformerConfig.tiny(20))
+    tgt = torch.tensor([[1, 5, 6]])
+    memory = model.encode(torch.tensor([[4, 5, 2]]))
+    with pytest.raises(TypeError, match="memory must be the encoder's output.*float32.*float64"):
+        model.decode(tgt, memory.double())  # float64 memory for float32 weights
+    with pytest.raises(TypeError, match="memory must be the encoder's output.*int64"):
+        model.decode(tgt, memory.long())
+    assert model.decode(tgt, memory).shape == (1, 3, 64)

@@ -245,3 +245,29 @@ def test_resuming_into_a_new_folder_after_a_better_epoch(tmp_path: Path) -> None
     torch.save(checkpoint, first.checkpoint)
     resumed = train(_options(tmp_path / "new", max_steps=5, resume=str(first.checkpoint)))
     assert resumed.step == 5 and not (tmp_path / "new" / "best.pt").exists()
+
+
+@pytest.mark.parametrize("checks", [1, 3])
+def test_the_target_is_checked_inside_epochs_so_a_run_stops_soon_after_reaching_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, checks: int) -> None:
+    from minitransformer.training.trainer import Trainer
+
+    seen: list[int] = []
+
+    def quality(self: Trainer) -> float:  # the target is reached from the second check on
+        seen.append(self.step)
+        return 1.0 if len(seen) >= 2 else 0.5
+
+    monkeypatch.setattr(Trainer, "validation_quality", quality)
+    result = train(_options(tmp_path, target=1.0, checks_per_epoch=checks, epochs=4))
+    per_epoch = [r for r in read_log(tmp_path / "log.jsonl") if r["event"] == "setup"][0]["batches_per_epoch"]
+    assert per_epoch >= 3
+    # Evenly spaced checks: with 3 per epoch the second falls inside the first epoch; with 1, at its end.
+    expected = [round(per_epoch / 3), round(2 * per_epoch / 3)] if checks == 3 else [per_epoch, 2 * per_epoch]
+    assert seen[:2] == expected and result.step == expected[1]
+    assert load_checkpoint(result.checkpoint)["step"] == expected[1]
+
+
+def test_checks_per_epoch_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="checks_per_epoch must be at least 1"):
+        _options(tmp_path, checks_per_epoch=0)

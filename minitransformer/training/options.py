@@ -34,7 +34,7 @@ RECIPES: dict[str, dict[str, Any]] = {
     "dates": dict(
         preset="tiny", d_model=64, n_heads=4, d_ff=256, layers=2, dropout=0.0,
         vocab_size=1000, train_size=20_000, batch_tokens=2000, warmup=400, lr_factor=0.5,
-        epochs=8, target=1.0,
+        epochs=8, target=1.0, checks_per_epoch=4,
     ),
     # Multi30k is small: 29,000 pairs make ~120 steps of 4,096 tokens, so the paper's 4,000
     # warm-up steps (for 100,000 steps of 25,000 tokens) would last 35 epochs. Not yet tuned on a GPU.
@@ -93,6 +93,9 @@ class TrainOptions:
         clip_norm: clip the gradient norm to this; 0 switches clipping off.
         target: stop once the validation quality figure (exact match, a fraction in (0, 1],
             for dates; BLEU in (0, 100] otherwise) reaches this; 0 switches the rule off.
+        checks_per_epoch: with a ``target``, validate this many times per epoch (evenly spaced,
+            the last at the epoch's end), so that a run stops soon after it first reaches the
+            target rather than up to an epoch later; 1: at epoch ends only.
         eval_sentences: validation (each epoch) and test (at the end) sentences translated
             for the quality figure (None: all).
         out: output folder (default: the run folder of ``resume`` when it names a checkpoint
@@ -147,6 +150,7 @@ class TrainOptions:
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
     target: float | None = None
+    checks_per_epoch: int | None = None
     eval_sentences: int | None = None
     out: str | None = None
     resume: str | None = None
@@ -183,7 +187,7 @@ class TrainOptions:
         if self.show < 0:
             raise ValueError(f"show must be >= 0 (translations printed at the end), got {self.show}")
         for name in ("train_size", "vocab_size", "batch_tokens", "epochs", "max_steps", "warmup",
-                     "eval_sentences", "save_every", "d_model", "n_heads", "d_ff", "layers", "threads"):
+                     "eval_sentences", "checks_per_epoch", "save_every", "d_model", "n_heads", "d_ff", "layers", "threads"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1 when given, got {value}")

@@ -188,6 +188,17 @@ class Trainer:
         """Optimizer steps in one epoch (the exact count varies by a step or so between epochs)."""
         return math.ceil(len(self.sampler) / self.options.accumulate)
 
+    def check_steps(self) -> set[int]:
+        """Steps into an epoch (1-based) after which the quality target is checked, the epoch's end aside.
+
+        Empty without a target or with ``checks_per_epoch`` of 1 (or None): then only epoch ends.
+        """
+        o = self.options
+        n, total = o.checks_per_epoch or 1, self.steps_per_epoch()
+        if o.target is None or o.target <= 0 or n <= 1:
+            return set()
+        return {round(k * total / n) for k in range(1, n)} - {0, total}
+
     def _windows(self) -> Iterator[tuple[int, list[list[int]]]]:
         """This epoch's batches in groups of ``accumulate``, from ``batches_done`` on."""
         self.sampler.set_epoch(self.epoch)
@@ -313,7 +324,10 @@ class Trainer:
         text = "for at most " + " or ".join(limits) if limits else "without a step limit"
         if o.target is not None and o.target > 0:
             goal = f"{100 * o.target:g}% exact match" if self.metric == "exact_match" else f"BLEU {o.target:g}"
-            text += f"; it stops earlier once the validation set reaches {goal}, checked after each epoch"
+            checks = self.check_steps()
+            when = "after each epoch" if not checks else \
+                f"{len(checks) + 1} times per epoch (every ~{self.steps_per_epoch() // (len(checks) + 1)} steps)"
+            text += f"; it stops earlier once the validation set reaches {goal}, checked {when}"
         return text
 
     def _progress_bar(self) -> Any:
@@ -345,6 +359,7 @@ class Trainer:
             self.running = dict(epoch_loss=epoch_loss, epoch_tokens=epoch_tokens, loss=since_loss.item(),
                                 nll=since_nll.item(), tgt=since_tgt, all=since_all)
         self.module.train()
+        checks = self.check_steps()
         for done, window in self._windows():
             local_tokens = sum(len(self.train_ids[i][1]) for b in window for i in b)
             late = self.deadline is not None and time.perf_counter() >= self.deadline
@@ -384,6 +399,16 @@ class Trainer:
                 self.save()
             if (o.max_steps is not None and self.step >= o.max_steps) or self.time_up:
                 break
+            if math.ceil(done / o.accumulate) in checks and done < len(self.sampler):
+                # A check inside the epoch: the training loss so far in this epoch, then validation.
+                loss_sum, tokens = all_reduce_sum([epoch_loss + since_loss.item(), epoch_tokens + since_tgt],
+                                                  info, self.device)
+                self.metrics["train_loss"] = loss_sum / max(tokens, 1)
+                keep_sums()  # the checkpoint written by the check resumes from here
+                reached = self._end_of_epoch(inside=True)
+                self.module.train()
+                if reached:
+                    break
         else:
             self.batches_done = 0
         if self.batches_done >= len(self.sampler):  # max_steps fell on the epoch's last batch
@@ -402,10 +427,12 @@ class Trainer:
             self.epoch += 1
         return False
 
-    def _end_of_epoch(self) -> bool:
+    def _end_of_epoch(self, inside: bool = False) -> bool:
         """Validate, log one line, write a checkpoint; True when the quality target is reached.
 
-        Also runs after the last step when ``max_steps`` stops training inside an epoch.
+        Also runs after the last step when ``max_steps`` stops training inside an epoch, and
+        with ``inside=True`` at the checks inside an epoch (``checks_per_epoch``), which write a
+        checkpoint (and count for the best one) only when they reach the target and end the run.
         """
         start = time.perf_counter()
         val_loss, val_nll = self.validation_loss()
@@ -426,6 +453,8 @@ class Trainer:
             line += "  (target reached: done)"
         if self.info.is_main:
             print(line, flush=True)
+        if inside and not self._done():
+            return False
         best = self.metrics.get("best_val_" + self.metric, -math.inf)
         if quality > best:
             self.metrics.update({"best_val_" + self.metric: quality, "best_step": self.step})

@@ -1,0 +1,50 @@
+"""benchmarks/compare_torch.py at a tiny size: it runs, writes its JSON, and both models decode alike.
+
+No timing is asserted: speeds on a shared machine say nothing about correctness.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import torch
+
+from minitransformer import Transformer, TransformerConfig, greedy_decode, set_seed
+from minitransformer.profiling import TorchTransformer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location("compare_torch", ROOT / "benchmarks" / "compare_torch.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmark_runs_at_a_tiny_size_and_writes_every_record(tmp_path):
+    out = tmp_path / "compare.json"
+    result = _benchmark().main(["--quick", "--sizes", "dates", "base", "--threads", "1", "--device", "cpu",
+                                "--json", str(out)])
+    saved = json.loads(out.read_text())
+    assert saved["records"] == json.loads(json.dumps(result["records"]))
+    tasks = [(r["size"], r["task"], r["batch"]) for r in saved["records"]]
+    assert tasks == [(size, task, batch) for size in ("dates", "base")
+                     for task, batch in (("train", 8), ("greedy 32", 1), ("greedy 32", 32))]
+    for r in saved["records"]:
+        assert r["ours"] > 0 and r["torch"] > 0 and abs(r["ratio"] - r["ours"] / r["torch"]) < 1e-9
+        assert r["threads"] == 1 and len(saved["load_before"]) == 3
+        if r["task"] != "train":
+            assert r["agreement"] == 1.0  # same weights, same greedy search
+
+
+def test_torch_greedy_decoding_without_a_cache_matches_ours_with_one():
+    set_seed(0)
+    model = Transformer(TransformerConfig.tiny(30, dropout=0.0)).eval()
+    src = torch.randint(3, 30, (3, 7), generator=torch.Generator().manual_seed(0))
+    src[1, 5:] = 0  # padding
+    ours = greedy_decode(model, src, 10, bos_id=1, eos_id=None)
+    theirs = TorchTransformer(model).eval().greedy_decode(src, 10, bos_id=1, banned_ids=[0, 1])
+    assert torch.equal(ours, theirs)
