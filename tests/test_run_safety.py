@@ -90,8 +90,10 @@ def test_the_epoch_train_loss_survives_a_stop_inside_the_epoch(tmp_path: Path) -
     epochs = [{k: v for k, v in r.items() if k not in TIMING} for r in read_log(tmp_path / "whole" / "log.jsonl")
               if r["event"] == "epoch"]
     resumed = [{k: v for k, v in r.items() if k not in TIMING} for r in read_log(tmp_path / "parts" / "log.jsonl")
-               if r["event"] == "epoch" and r["step"] > 2]
-    assert epochs and epochs == resumed  # train_loss included, bit for bit
+               if r["event"] == "epoch"]
+    # The validation checks inside the epochs (checks_per_epoch) fall before and after the stop at step 2: the
+    # records of both invocations together equal the uninterrupted run's, train_loss included, bit for bit.
+    assert len(epochs) > 2 and epochs == resumed
     assert whole.metrics["train_loss"] == load_checkpoint(tmp_path / "parts")["metrics"]["train_loss"]
 
 

@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from . import _common
+from ._runner import _tensors  # one definition: the tensors a call may change in place
 from ._protocol import Closed, TooLarge, load_plain, read_frame, write_frame
 
 __all__ = ["CHECK_LOCK", "CheckTimeout", "KernelGone", "Link", "run_check_cell"]
@@ -183,20 +184,6 @@ def _error(answer: dict[str, Any]) -> BaseException:
         except TypeError:  # e.g. UnicodeDecodeError wants five arguments
             pass
     return type(ename, (Exception,), {"__module__": "builtins"})(evalue)
-
-
-def _tensors(x: Any, out: list[torch.Tensor], depth: int = 0) -> list[torch.Tensor]:
-    if depth > 20:
-        return out
-    if isinstance(x, torch.Tensor):
-        out.append(x)
-    elif isinstance(x, (list, tuple)):
-        for v in x:
-            _tensors(v, out, depth + 1)
-    elif isinstance(x, dict):
-        for v in x.values():
-            _tensors(v, out, depth + 1)
-    return out
 
 
 def _call(link: Link, handle: int, path: str, args: tuple, kwargs: dict, state: Any) -> Any:
