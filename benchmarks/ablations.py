@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     order = first + [(n, s) for s in seeds for n in names if (n, s) not in first]
     todo = [] if args.summarize_only else [job for job in order if job not in finished]
     print(f"ablations: size {size_name}, {len(names)} variants x {len(seeds)} seeds, {len(todo)} jobs to run "
-          f"({len(names) * len(seeds) - len(todo)} found in {partial.name}), {jobs} at a time on {args.device}; "
+          f"({len(finished & set(order))} found in {partial.name}), {jobs} at a time on {args.device}; "
           f"load average {loads[0][0]:.2f}", flush=True)
     init = (size.to_dict(), args.data_dir, args.device, args.threads)
     count = 0
