@@ -243,7 +243,10 @@ def sandbox_argv(package: KernelPackage, workdir: Path, command: Sequence[str], 
     bwrap = shutil.which("bwrap") or "/usr/bin/bwrap"
     argv = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "grading",
-            "--ro-bind", "/usr", "/usr"]
+            "--ro-bind", "/usr", "/usr",
+            # The private /tmp first: a Python environment that lives under /tmp (a checkout there, as on some
+            # CI machines) is bound on top of it below, not hidden by it.
+            "--size", str(_TMP_SIZE), "--tmpfs", "/tmp"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
@@ -256,7 +259,7 @@ def sandbox_argv(package: KernelPackage, workdir: Path, command: Sequence[str], 
     for d in _python_dirs():
         argv += ["--ro-bind", d, d]
     argv += ["--ro-bind", str(package.root), _INSIDE_PACKAGE, "--proc", "/proc", "--dev", "/dev",
-             "--size", str(_TMP_SIZE), "--tmpfs", "/tmp", "--bind", str(workdir), _INSIDE_WORK,
+             "--bind", str(workdir), _INSIDE_WORK,
              "--chdir", _INSIDE_WORK, "--clearenv"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
