@@ -83,6 +83,28 @@ def _normalise(answer: Any) -> Any:
     return answer
 
 
+def _check_in(table: dict[str, _Question], question: str, answer: Any, task: int | str | None,
+              expected: str = "your answer", other: str = "Read the options again, one at a time.") -> None:
+    """Compare ``answer`` with ``table[question]`` (the body of :func:`check_answer` and of exercise 10's
+    prediction check): pass with the reason, or fail with what the answer confuses (``other`` for an
+    answer the question does not explain)."""
+    __tracebackhide__ = True
+    if question not in table:
+        raise KeyError(f"no question {question!r}; known: {', '.join(sorted(table))}")
+    q = table[question]
+    if answer is None or answer is ...:
+        raise AssertionError(f"Question '{q.title}': set `answer` to {expected} first.")
+    given = _normalise(answer)
+    correct = q.correct
+    if isinstance(correct, frozenset) and isinstance(given, str):
+        given = frozenset(given)
+    if given == correct:
+        _passed(task, f"{q.title}: {q.why}")
+        return
+    explanation = q.wrong.get(given, q.hint or other)
+    raise AssertionError(f"Question '{q.title}': {answer!r} is not right. {explanation}")
+
+
 @_isolated
 def check_answer(question: str, answer: Any, *, task: int | str | None = None) -> None:
     """Check the answer to the conceptual question ``question`` (a key of :data:`QUESTIONS`).
@@ -96,17 +118,4 @@ def check_answer(question: str, answer: Any, *, task: int | str | None = None) -
         AssertionError: the answer is missing or wrong, with what it confuses.
     """
     __tracebackhide__ = True
-    if question not in QUESTIONS:
-        raise KeyError(f"no question {question!r}; known: {', '.join(sorted(QUESTIONS))}")
-    q = QUESTIONS[question]
-    if answer is None or answer is ...:
-        raise AssertionError(f"Question '{q.title}': set `answer` to your answer first.")
-    given = _normalise(answer)
-    correct = q.correct
-    if isinstance(correct, frozenset) and isinstance(given, str):
-        given = frozenset(given)
-    if given == correct:
-        _passed(task, f"{q.title}: {q.why}")
-        return
-    explanation = q.wrong.get(given, q.hint or "Read the options again, one at a time.")
-    raise AssertionError(f"Question '{q.title}': {answer!r} is not right. {explanation}")
+    _check_in(QUESTIONS, question, answer, task)

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from ..embeddings import LearnedPositionalEmbedding
 from ..training.schedule import ConstantAtPeak, transformer_lr
 from ._common import _build, _call, _compare, _expect_tensor, _isolated, _name, _passed, _rng
-from .question_checks import _normalise, _Question
+from .question_checks import _check_in, _Question
 
 __all__ = ["PREDICTIONS", "check_ablation_prediction", "check_constant_schedule", "check_learned_positions"]
 
@@ -58,17 +58,7 @@ def check_ablation_prediction(question: str, answer: Any, *, task: int | str | N
         AssertionError: the answer is missing or wrong, with what the paper measured.
     """
     __tracebackhide__ = True
-    if question not in PREDICTIONS:
-        raise KeyError(f"no question {question!r}; known: {', '.join(sorted(PREDICTIONS))}")
-    q = PREDICTIONS[question]
-    if answer is None or answer is ...:
-        raise AssertionError(f"Question '{q.title}': set `answer` to a letter first.")
-    given = _normalise(answer)
-    if given == q.correct:
-        _passed(task, f"{q.title}: {q.why}")
-        return
-    explanation = q.wrong.get(given, "Answer with one letter, A, B, C or D.")
-    raise AssertionError(f"Question '{q.title}': {answer!r} is not right. {explanation}")
+    _check_in(PREDICTIONS, question, answer, task, expected="a letter", other="Answer with one letter, A, B, C or D.")
 
 
 @_isolated
