@@ -98,8 +98,9 @@ class MultiHeadAttention(nn.Module):
 
     NaN or inf in the inputs is not checked and spreads to the output (see
     :func:`scaled_dot_product_attention`), with or without ``need_weights``: PyTorch's
-    fused kernel alone can return a finite row for a NaN query, so the fused path adds
-    ``0 * sum(q)`` to each query's output, which is 0 for a finite query and NaN otherwise.
+    fused kernel alone, called without a mask, can return a finite row for a NaN query, so
+    the fused path then adds ``0 * sum(q)`` to each query's output, which is 0 for a finite
+    query and NaN otherwise (with a mask the kernel spreads the NaN itself).
 
     Inputs must be floating-point tensors of the weights' dtype (float32 by default; call
     ``.double()`` on the layer for float64), or any float dtype under autocast. The inputs
@@ -173,7 +174,8 @@ class MultiHeadAttention(nn.Module):
                 q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
                 scale=None if self.scaled else 1.0,
             )  # (B, H, Tq, Dk)
-            heads = heads + 0.0 * q.sum(dim=-1, keepdim=True)  # NaN spreads from a query as in the unfused path
+            if mask is None:  # with a mask the kernel already spreads a NaN query (tested)
+                heads = heads + 0.0 * q.sum(dim=-1, keepdim=True)  # NaN spreads from a query as in the unfused path
             weights = None
         return self.w_o(self.merge_heads(heads)), weights  # (B, Tq, D), (B, H, Tq, Tk) | None
 

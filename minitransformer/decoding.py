@@ -23,7 +23,7 @@ from torch import Tensor
 
 from .cache import DecoderCache
 from .config import TransformerConfig
-from .masks import make_causal_mask, make_padding_mask
+from .masks import check_mask, make_causal_mask, make_padding_mask
 from .model import Transformer
 from .utils import check_memory
 
@@ -31,15 +31,30 @@ from .utils import check_memory
 def _next_logits(model: Transformer, ys: Tensor, memory: Tensor, src_mask: Tensor,
                  cache: DecoderCache | None, banned: Tensor) -> Tensor:
     """Logits (B, V) for the token after ``ys`` (B, t), with the ``banned`` ids set to -inf."""
+    # checked=True: the search checked src, its mask and the ids once before the first step, and
+    # every later id is one it picked itself.
     if cache is None:
         causal = make_causal_mask(ys.size(1), device=ys.device)  # (1, 1, t, t), no padding mask: see above
-        hidden = model.decode(ys, memory, src_mask, tgt_mask=causal)  # (B, t, D)
+        hidden = model.decode(ys, memory, src_mask, tgt_mask=causal, checked=True)  # (B, t, D)
     else:
-        hidden = model.decode(ys[:, cache.length:], memory, src_mask, cache=cache)  # (B, 1, D)
+        hidden = model.decode(ys[:, cache.length:], memory, src_mask, cache=cache, checked=True)  # (B, 1, D)
     logits = model.generator(hidden[:, -1]).float()  # (B, V)
     if banned.numel():
         logits[:, banned] = float("-inf")
     return logits
+
+
+def _encode(model: Transformer, src: Tensor, src_mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The encoder's output and the source mask (default: padding), checked for the decoding steps.
+
+    The steps call the decoder with ``checked=True``, so the mask is checked here, once, for
+    the cross-attention of one target position at a time: (B, 1, 1, S) or (B, H, 1, S).
+    """
+    if src_mask is None:
+        src_mask = make_padding_mask(src, model.config.pad_id)  # (B, 1, 1, S)
+    memory = model.encode(src, src_mask)  # (B, S, D); checks src and the mask for the encoder
+    check_mask(src_mask, (src.size(0), model.config.n_heads, 1, src.size(1)), name="src_mask")
+    return memory, src_mask
 
 
 def _check_int(value: object, name: str, low: int, high: int | None = None, why: str = "") -> int:
@@ -131,9 +146,7 @@ def greedy_decode(model: Transformer, src: Tensor, max_len: int, bos_id: int, eo
     banned = _prepare(model, src, bos_id, eos_id, banned_ids)
     _check_max_len(model, max_len)
     pad_id = model.config.pad_id
-    if src_mask is None:
-        src_mask = make_padding_mask(src, pad_id)
-    memory = model.encode(src, src_mask)  # (B, S, D)
+    memory, src_mask = _encode(model, src, src_mask)  # (B, S, D), (B, 1, 1, S)
     cache = model.new_cache() if use_cache else None
     ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)  # (B,)
@@ -219,8 +232,6 @@ def beam_search(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None
     # No more hypotheses than tokens: each step ranks beam x vocabulary candidates anyway.
     beam_size = min(beam_size, model.config.tgt_vocab_size)
     pad_id = model.config.pad_id
-    if src_mask is None:
-        src_mask = make_padding_mask(src, pad_id)
     lengths = (src != pad_id).sum(dim=1)  # (B,)
     limits = torch.full_like(lengths, max_len) if max_len is not None else lengths + max_extra_len  # (B,)
     limits = limits.clamp(min=1, max=model.config.max_len)  # the decoder reads at most the positional table
@@ -229,7 +240,8 @@ def beam_search(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None
     check_memory(beam_memory(model.config, batch * k, src.size(1), longest),
                  f"beam_size={k} for {batch} sentence(s) of up to {src.size(1)} tokens", device)
 
-    memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)  # (B*K, S, D)
+    memory, src_mask = _encode(model, src, src_mask)  # (B, S, D), (B, 1, 1, S)
+    memory = memory.repeat_interleave(k, dim=0)  # (B*K, S, D)
     src_mask = src_mask.repeat_interleave(k, dim=0)  # (B*K, 1, 1, S)
     cache = model.new_cache() if use_cache else None
     ys = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)  # (B*K, 1)

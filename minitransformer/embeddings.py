@@ -10,6 +10,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from .layers import dropped
+
 
 def sinusoidal_positional_encoding(max_len: int, d_model: int, base: float = 10000.0) -> Tensor:
     """The table of fixed position vectors of section 3.5.
@@ -74,7 +76,7 @@ class PositionalEncoding(nn.Module):
                 f"sequence of length {offset + length} is longer than max_len={self.max_len} of the positional "
                 "encoding; build the model with a larger max_len or shorten the input"
             )
-        return self.dropout(x + self.pe[offset:offset + length].to(x.dtype))  # (B, T, D)
+        return dropped(self.dropout, x + self.pe[offset:offset + length].to(x.dtype))  # (B, T, D)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, max_len={self.max_len}"
@@ -107,7 +109,7 @@ class LearnedPositionalEmbedding(nn.Module):
         """Add the vectors of positions offset .. offset + T - 1 to ``x``."""
         _check_positions(x, offset, self.d_model, self.max_len)
         positions = torch.arange(offset, offset + x.size(1), device=x.device)  # (T,)
-        return self.dropout(x + self.embedding(positions).to(x.dtype))  # (B, T, D)
+        return dropped(self.dropout, x + self.embedding(positions).to(x.dtype))  # (B, T, D)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, max_len={self.max_len}, learned"
@@ -131,7 +133,7 @@ class NoPositionalEncoding(nn.Module):
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         _check_positions(x, offset, self.d_model, self.max_len)
-        return self.dropout(x)  # (B, T, D)
+        return dropped(self.dropout, x)  # (B, T, D)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, no positions"

@@ -16,6 +16,15 @@ from .attention import MultiHeadAttention
 from .cache import KVCache, LayerCache
 
 
+def dropped(dropout: nn.Dropout, x: Tensor) -> Tensor:
+    """``dropout(x)``, without the module call when it would return ``x`` unchanged (eval mode or p = 0).
+
+    The same result as calling the module; it saves a module call per sub-layer on the hot
+    paths (one-token decoding steps are dominated by such per-call costs, not by arithmetic).
+    """
+    return dropout(x) if dropout.training and dropout.p > 0 else x
+
+
 class LayerNorm(nn.Module):
     """Layer normalization (Ba et al., 2016): normalise each position over its d_model features.
 
@@ -60,7 +69,7 @@ class PositionwiseFeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.linear2(self.dropout(torch.relu(self.linear1(x))))  # (B, T, D)
+        return self.linear2(dropped(self.dropout, torch.relu(self.linear1(x))))  # (B, T, D)
 
 
 class EncoderLayer(nn.Module):
@@ -104,12 +113,12 @@ class EncoderLayer(nn.Module):
         if self.norm_first:
             h = self.norm1(x)
             attn, weights = self.self_attn(h, h, h, src_mask, need_weights=need_weights, cache=cache, checked=checked)
-            x = x + self.dropout1(attn)
-            x = x + self.dropout2(self.feed_forward(self.norm2(x)))
+            x = x + dropped(self.dropout1, attn)
+            x = x + dropped(self.dropout2, self.feed_forward(self.norm2(x)))
         else:
             attn, weights = self.self_attn(x, x, x, src_mask, need_weights=need_weights, cache=cache, checked=checked)
-            x = self.norm1(x + self.dropout1(attn))
-            x = self.norm2(x + self.dropout2(self.feed_forward(x)))
+            x = self.norm1(x + dropped(self.dropout1, attn))
+            x = self.norm2(x + dropped(self.dropout2, self.feed_forward(x)))
         return x, weights  # (B, S, D)
 
 
@@ -158,17 +167,17 @@ class DecoderLayer(nn.Module):
             h = self.norm1(x)
             attn, self_weights = self.self_attn(h, h, h, tgt_mask, need_weights=need_weights, cache=self_cache,
                                                  checked=checked)
-            x = x + self.dropout1(attn)
+            x = x + dropped(self.dropout1, attn)
             attn, cross_weights = self.cross_attn(self.norm2(x), memory, memory, src_mask,
                                                   need_weights=need_weights, cache=cross_cache, checked=checked)
-            x = x + self.dropout2(attn)
-            x = x + self.dropout3(self.feed_forward(self.norm3(x)))
+            x = x + dropped(self.dropout2, attn)
+            x = x + dropped(self.dropout3, self.feed_forward(self.norm3(x)))
         else:
             attn, self_weights = self.self_attn(x, x, x, tgt_mask, need_weights=need_weights, cache=self_cache,
                                                  checked=checked)
-            x = self.norm1(x + self.dropout1(attn))
+            x = self.norm1(x + dropped(self.dropout1, attn))
             attn, cross_weights = self.cross_attn(x, memory, memory, src_mask, need_weights=need_weights,
                                                   cache=cross_cache, checked=checked)
-            x = self.norm2(x + self.dropout2(attn))
-            x = self.norm3(x + self.dropout3(self.feed_forward(x)))
+            x = self.norm2(x + dropped(self.dropout2, attn))
+            x = self.norm3(x + dropped(self.dropout3, self.feed_forward(x)))
         return x, self_weights, cross_weights  # (B, T, D), ...

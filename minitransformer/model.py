@@ -223,7 +223,7 @@ class Transformer(nn.Module):
 
     def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None = None,
                tgt_mask: Tensor | None = None, cache: DecoderCache | None = None,
-               memory_mask: Tensor | None = None) -> Tensor:
+               memory_mask: Tensor | None = None, checked: bool = False) -> Tensor:
         """Run the decoder: (B, T) ids and memory (B, S, D) -> hidden states (B, T, D).
 
         Apply ``generator`` to the result for logits. With ``cache`` (see :meth:`new_cache`),
@@ -242,19 +242,24 @@ class Transformer(nn.Module):
             memory_mask: a cross-attention mask instead of ``src_mask``, e.g. one row per
                 target position (B, 1, T, S) or per head (B, H, T, S), as ``nn.Transformer``'s
                 ``memory_mask``; it must hide the source padding itself. Pass one of the two.
+            checked: the caller has checked ``tgt``, ``memory`` and the masks, so they are not
+                checked again: the searches of :mod:`~minitransformer.decoding` check
+                everything once before the first step and then feed back the ids they picked
+                (a step of one token is short enough that the checks were a tenth of its time).
 
         Returns:
             Hidden states (B, T, D).
         """
-        self._check_tokens(tgt, "tgt", self.config.tgt_vocab_size)
-        self._check_memory(memory, tgt.size(0))
+        if not checked:
+            self._check_tokens(tgt, "tgt", self.config.tgt_vocab_size)
+            self._check_memory(memory, tgt.size(0))
         if memory_mask is not None and src_mask is not None:
             raise ValueError("pass either src_mask (a padding mask) or memory_mask for cross-attention, not both: "
                              "memory_mask replaces src_mask and must hide the source padding itself")
         cross_name, cross_mask = ("memory_mask", memory_mask) if memory_mask is not None else ("src_mask", src_mask)
         batch, length = tgt.shape
         offset = cache.length if cache is not None else 0
-        if cross_mask is not None:
+        if cross_mask is not None and not checked:
             check_mask(cross_mask, (batch, self.config.n_heads, length, memory.size(1)), name=cross_name)
         if tgt_mask is None:
             if cache is None:
@@ -263,7 +268,7 @@ class Transformer(nn.Module):
                 # New position i sits at offset + i and may see keys 0 .. offset + i.
                 tgt_mask = torch.ones(length, offset + length, dtype=torch.bool, device=tgt.device)
                 tgt_mask = tgt_mask.tril(diagonal=offset)[None, None]  # (1, 1, T, offset + T)
-        if tgt_mask is not None:
+        if tgt_mask is not None and not checked:
             check_mask(tgt_mask, (batch, self.config.n_heads, length, offset + length), name="tgt_mask")
         x = self.positional(self.tgt_embed(tgt), offset=offset)  # (B, T, D)
         out = self.decoder(x, memory, cross_mask, tgt_mask, cache=cache, checked=True)  # (B, T, D), checked here

@@ -170,12 +170,15 @@ def test_multi_head_attention_runs_in_float64_when_the_layer_does() -> None:
     torch.testing.assert_close(out.float(), layer.float()(x, x, x)[0], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("mask", [None, "padding", "causal"])
 @pytest.mark.parametrize("need_weights", [False, True])
-def test_nan_spreads_from_a_query_in_both_attention_paths(need_weights: bool) -> None:
+def test_nan_spreads_from_a_query_in_both_attention_paths(need_weights: bool, mask: str | None) -> None:
+    # Without a mask the fused path adds 0 * sum(q); with one it relies on the kernel: both are checked.
     torch.manual_seed(0)
     layer = MultiHeadAttention(32, 4).eval()
     x = torch.randn(1, 3, 32)
     q = x.clone()
     q[0, 0, 0] = float("nan")
-    out, _ = layer(q, x, x, need_weights=need_weights)
+    masks = {None: None, "padding": torch.tensor([[[[True, True, False]]]]), "causal": make_causal_mask(3)}
+    out, _ = layer(q, x, x, masks[mask], need_weights=need_weights)
     assert torch.isnan(out[0, 0]).all() and torch.isfinite(out[0, 1:]).all()  # as the docstring says
