@@ -1,4 +1,4 @@
-"""benchmarks/compare_torch.py at a tiny size: it runs, writes its JSON, and both models decode alike.
+"""benchmarks/compare_torch.py and stacked_projection.py at a tiny size: they run, write their JSON, and both models decode alike.
 
 No timing is asserted: speeds on a shared machine say nothing about correctness.
 """
@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -48,3 +50,18 @@ def test_torch_greedy_decoding_without_a_cache_matches_ours_with_one():
     ours = greedy_decode(model, src, 10, bos_id=1, eos_id=None)
     theirs = TorchTransformer(model).eval().greedy_decode(src, 10, bos_id=1, banned_ids=[0, 1])
     assert torch.equal(ours, theirs)
+
+
+def test_stacked_projection_benchmark_runs_and_reports_both_timings(tmp_path: Path) -> None:
+    out = tmp_path / "stacked.json"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "stacked_projection.py"), "--sizes", "8", "16",
+                           "--rows", "4", "--repeats", "1", "--json", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "three / stacked" in done.stdout
+    found = json.loads(out.read_text())
+    assert [r["d_model"] for r in found["results"]] == [8, 16]
+    assert all(r["three_s"] > 0 and r["stacked_s"] > 0 and r["ratio"] > 0 for r in found["results"])
+    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "stacked_projection.py"), "--rows", "0"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "must be >= 1" in bad.stderr
