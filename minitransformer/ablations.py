@@ -138,7 +138,7 @@ class Variant:
 PAPER_BASE = {"ppl": 4.92, "bleu": 25.8, "row": "base"}
 TRAINING_FIELDS = ("label_smoothing", "clip_norm", "lr_schedule")
 MODEL_FIELDS = ("d_model", "n_heads", "d_ff", "dropout", "norm_first", "tie_embeddings", "positional",
-                "scale_attention", "d_qk", "n_encoder_layers", "n_decoder_layers")
+                "scale_attention", "d_qk", "embedding_init", "n_encoder_layers", "n_decoder_layers")
 
 _VARIANT_LIST = [
     Variant("baseline", "base", "the recipe (post-LN, warm-up, sinusoids, eps_ls 0.1, dropout 0.1, tied)",
@@ -170,6 +170,11 @@ _VARIANT_LIST = [
     Variant("no_scale", "recipe", "no division by sqrt(d_k)", lambda s: {"scale_attention": False}),
     Variant("untied", "recipe", "separate embeddings and output projection", lambda s: {"tie_embeddings": False}),
     Variant("no_clip", "recipe", "no gradient clipping", lambda s: {"clip_norm": 0.0}),
+    # Not a choice of the paper but a test of lesson 10's explanation of row E: if learned (or no)
+    # positions win here because Xavier-initialised token vectors start small next to the sinusoid,
+    # token tables that start at the sinusoid's size should close most of that gap.
+    Variant("embed_normal", "recipe", "token embeddings drawn from N(0, 1/d_model) instead of Xavier",
+            lambda s: {"embedding_init": "normal"}),
 ]
 #: Every variant by name, in the order of the paper's table then the recipe.
 VARIANTS: dict[str, Variant] = {v.name: v for v in _VARIANT_LIST}

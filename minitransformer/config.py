@@ -12,6 +12,8 @@ from typing import Any
 
 #: Kinds of position information (``TransformerConfig.positional``).
 POSITIONALS = ("sinusoidal", "learned", "none")
+#: Initialisations of the token embedding tables (``TransformerConfig.embedding_init``).
+EMBEDDING_INITS = ("xavier", "normal")
 
 
 @dataclass(frozen=True)
@@ -42,9 +44,15 @@ class TransformerConfig:
             ablation (lesson 10).
         d_qk: width of each head's queries and keys when it should differ from
             d_model / n_heads (Table 3 row B shrinks d_k at fixed h and d_v); None: d_model / n_heads.
+        embedding_init: how the token embedding tables start: "xavier" (Xavier-uniform like every
+            other matrix: entries of spread sqrt(2 / (V + d_model)), so a token vector times
+            sqrt(d_model) is small next to the sinusoid when the vocabulary is large) or "normal"
+            (entries N(0, 1 / d_model), so a token vector times sqrt(d_model) has entries of spread
+            1, about the sinusoid's size, as tensor2tensor initialises them). The paper does not
+            say; lesson 10 measures the difference.
 
-    Old checkpoints, written before ``positional``, ``scale_attention`` and ``d_qk`` existed,
-    load with their defaults, which are the model those checkpoints hold.
+    Old checkpoints, written before ``positional``, ``scale_attention``, ``d_qk`` and
+    ``embedding_init`` existed, load with their defaults, which are the model those checkpoints hold.
     """
 
     src_vocab_size: int
@@ -62,6 +70,7 @@ class TransformerConfig:
     positional: str = "sinusoidal"
     scale_attention: bool = True
     d_qk: int | None = None
+    embedding_init: str = "xavier"
 
     def __post_init__(self) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff",
@@ -83,6 +92,8 @@ class TransformerConfig:
             )
         if self.positional not in POSITIONALS:
             raise ValueError(f"positional must be one of {POSITIONALS}, got {self.positional!r}")
+        if self.embedding_init not in EMBEDDING_INITS:
+            raise ValueError(f"embedding_init must be one of {EMBEDDING_INITS}, got {self.embedding_init!r}")
         if self.d_qk is not None and (isinstance(self.d_qk, bool) or not isinstance(self.d_qk, int)
                                       or self.d_qk < 1):
             raise ValueError(f"d_qk must be None (d_model / n_heads) or a positive int, got {self.d_qk!r}")

@@ -158,8 +158,15 @@ class Transformer(nn.Module):
             self.generator.weight = self.src_embed.embedding.weight
 
     def reset_parameters(self) -> None:
-        """Xavier-uniform for every weight matrix; biases 0, LayerNorm gamma 1 and beta 0."""
+        """Xavier-uniform for every weight matrix; biases 0, LayerNorm gamma 1 and beta 0.
+
+        With ``config.embedding_init == "normal"`` the two token embedding tables are drawn
+        from N(0, 1 / d_model) instead (the output layer too when it is tied to them).
+        """
         xavier_init(self)
+        if self.config.embedding_init == "normal":
+            for embed in (self.src_embed, self.tgt_embed):
+                nn.init.normal_(embed.embedding.weight, mean=0.0, std=self.config.d_model ** -0.5)
 
     def num_parameters(self, trainable_only: bool = False) -> int:
         """Number of parameters, a shared (tied) matrix counted once."""

@@ -175,13 +175,38 @@ def test_a_checkpoint_written_before_the_new_fields_loads_with_their_defaults(tm
                                                n_encoder_layers=1, n_decoder_layers=1)).eval()
     path = save_checkpoint(tmp_path / "old.pt", model, tokenizer, step=1)
     raw = torch.load(path, weights_only=True)
-    for name in ("positional", "scale_attention", "d_qk"):
+    for name in ("positional", "scale_attention", "d_qk", "embedding_init"):
         del raw["config"][name]  # as an older version wrote it
     torch.save(raw, path)
     loaded, _, _ = load_model(path)
-    assert (loaded.config.positional, loaded.config.scale_attention, loaded.config.d_qk) == ("sinusoidal", True, None)
+    assert (loaded.config.positional, loaded.config.scale_attention, loaded.config.d_qk,
+            loaded.config.embedding_init) == ("sinusoidal", True, None, "xavier")
     src, tgt = torch.tensor([[5, 6, 2]]), torch.tensor([[1, 7]])
     torch.testing.assert_close(loaded(src, tgt), model(src, tgt))
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_embedding_init_normal_draws_the_token_tables_from_n_0_1_over_d_model(tied: bool) -> None:
+    d_model, vocab = 64, 3000
+    torch.manual_seed(0)
+    xavier = Transformer(TransformerConfig.tiny(vocab, d_model=d_model, tie_embeddings=tied))
+    torch.manual_seed(0)
+    normal = Transformer(TransformerConfig.tiny(vocab, d_model=d_model, tie_embeddings=tied, embedding_init="normal"))
+    assert xavier.config.embedding_init == "xavier"  # the default: every matrix Xavier-uniform
+    for model, std in ((xavier, math.sqrt(2 / (vocab + d_model))), (normal, d_model ** -0.5)):
+        for table in (model.src_embed.weight, model.tgt_embed.weight):
+            assert table.std().item() == pytest.approx(std, rel=0.02)
+    # Times sqrt(d_model), a normal-initialised token vector has entries of spread 1, the Xavier one far less.
+    assert (normal.src_embed.weight * math.sqrt(d_model)).std().item() == pytest.approx(1.0, rel=0.02)
+    assert (xavier.src_embed.weight * math.sqrt(d_model)).std().item() == pytest.approx(8 * math.sqrt(2 / 3064), rel=0.02)  # 0.20
+    # Everything else starts the same (same seed, same draws in the same order, the tables last).
+    skip = ("src_embed", "tgt_embed") + (("generator",) if tied else ())
+    for (name, a), (_, b) in zip(xavier.named_parameters(), normal.named_parameters()):
+        if not name.startswith(skip):
+            assert torch.equal(a, b), name
+    assert (normal.generator.weight is normal.src_embed.weight) == tied
+    with pytest.raises(ValueError, match=r"embedding_init must be one of \('xavier', 'normal'\), got 'zeros'"):
+        TransformerConfig.tiny(vocab, embedding_init="zeros")
 
 
 def test_every_variant_is_one_setting_away_from_its_reference() -> None:
