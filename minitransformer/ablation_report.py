@@ -23,7 +23,8 @@ PANELS: list[tuple[str, list[str]]] = [
     ("(B) smaller queries and keys", ["baseline", "dk_quarter"]),
     ("(C) model width", ["baseline", "smaller", "larger"]),
     ("(D) dropout, label smoothing", ["baseline", "dropout_0", "smoothing_0"]),
-    ("(E) positions, and the embeddings' start", ["baseline", "learned_pos", "no_pos", "embed_normal"]),
+    ("(E) positions, and the embeddings' start", ["baseline", "learned_pos", "no_pos", "embed_normal",
+                                                    "embed_normal_learned"]),
     ("warm-up: post-LN and pre-LN", ["baseline", "no_warmup", "pre_ln", "pre_ln_no_warmup"]),
     ("scaling, sharing, clipping", ["baseline", "no_scale", "untied", "no_clip"]),
 ]

@@ -175,6 +175,10 @@ _VARIANT_LIST = [
     # token tables that start at the sinusoid's size should close most of that gap.
     Variant("embed_normal", "recipe", "token embeddings drawn from N(0, 1/d_model) instead of Xavier",
             lambda s: {"embedding_init": "normal"}),
+    # Row E again, with token tables that start at the sinusoid's size: learned positions against
+    # sinusoids (embed_normal), the comparison the paper made ("nearly identical").
+    Variant("embed_normal_learned", "recipe", "learned positions, token embeddings from N(0, 1/d_model)",
+            lambda s: {"embedding_init": "normal", "positional": "learned"}, compare_to="embed_normal"),
 ]
 #: Every variant by name, in the order of the paper's table then the recipe.
 VARIANTS: dict[str, Variant] = {v.name: v for v in _VARIANT_LIST}
