@@ -953,9 +953,13 @@ def test_nbgrader_generate_assignment_writes_our_exercises(tmp_path):
     for name in NAMES:
         (tmp_path / "source" / name).mkdir(parents=True)
         shutil.copy(ROOT / "solutions" / f"{name}.ipynb", tmp_path / "source" / name)
+    # nbgrader creates its gradebook by running the `alembic` command, found on PATH: put this Python's
+    # scripts folder first, so that the test passes also when the environment was not activated.
+    scripts = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": scripts + os.pathsep + os.environ.get("PATH", "")}
     run = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "*", f"--CourseDirectory.root={tmp_path}",
                           f"--CourseDirectory.db_url=sqlite:///{tmp_path}/gradebook.db"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode == 0, run.stderr[-2000:]
     for name in NAMES:
         released = nbformat.read(tmp_path / "release" / name / f"{name}.ipynb", as_version=4)
