@@ -104,3 +104,40 @@ def test_bad_arguments_are_refused(capsys) -> None:
         assert "torch.cuda.is_available() is False" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         bench.main(["--variants", "bigger"])
+
+
+def _summary_for_row_e(embed_normal: list[float], learned: list[float] | None) -> dict:
+    """A results summary with hand-made perplexities (BLEU mirrored) for the row E test."""
+    def variant(values: list[float], compare_to: str = "baseline") -> dict:
+        def stats(xs: list[float]) -> dict:
+            mean = sum(xs) / len(xs)
+            return {"mean": mean, "std": 0.5, "min": min(xs), "max": max(xs), "values": xs}
+        return {"compare_to": compare_to, "seeds": [0, 1, 2], "diverged": 0, "paper": None,
+                "ppl": stats(values), "bleu": stats([60 - x for x in values])}
+    summary = {"baseline": variant([39, 40, 41]), "learned_pos": variant([15, 16, 17]), "embed_normal": variant(embed_normal)}
+    if learned is not None:
+        summary["embed_normal_learned"] = variant(learned, "embed_normal")
+    return summary
+
+
+@pytest.mark.parametrize("embed_normal, words", [
+    ([19, 20, 21], "closes most of the gap"),  # 20 of the 24 points between 40 and 16: 83%
+    ([33, 34, 35], "closes part of the gap"),  # measured better, 25%
+    ([38, 40, 42], "does not close the gap"),  # within the baseline's seed range
+])
+def test_embedding_start_report_follows_the_numbers(embed_normal: list[float], words: str) -> None:
+    from minitransformer.ablation_report import embedding_start_report
+    text = embedding_start_report(_summary_for_row_e(embed_normal, learned=None))
+    assert words in text and "embed_normal_learned" not in text
+    closed = round(100 * (40 - sum(embed_normal) / 3) / 24)
+    assert f"({closed}% of the perplexity gap)" in text
+
+
+def test_embedding_start_report_says_whether_row_e_holds_with_the_new_start() -> None:
+    from minitransformer.ablation_report import embedding_start_report
+    differs = embedding_start_report(_summary_for_row_e([19, 20, 21], learned=[13, 13.5, 14]))
+    assert "perplexity better, BLEU better" in differs and "a difference remains" in differs
+    same = embedding_start_report(_summary_for_row_e([19, 20, 21], learned=[19.5, 20, 20.5]))
+    assert "perplexity within noise, BLEU within noise" in same and "That is row E's result" in same
+    missing = embedding_start_report({"baseline": _summary_for_row_e([19, 20, 21], None)["baseline"]})
+    assert "not in these results yet" in missing
