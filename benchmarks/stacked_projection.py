@@ -10,8 +10,8 @@ lesson 04). This script measures whether stacking would make a training step fas
 width D it times, on ``rows`` token vectors (768 = the comparison benchmark's batch of 32 x 24),
 the three products plus the backward pass, and the stacked product (its weight concatenated at
 each call, as a module that keeps three parameters would have to) plus the backward pass,
-taking turns, and prints the fastest of ``repeats`` turns of each and the ratio. Both compute
-the same numbers (checked before timing).
+taking turns (:func:`minitransformer.profiling.alternate`), and prints the fastest of
+``repeats`` turns of each and the ratio. Both compute the same numbers (checked before timing).
 """
 
 from __future__ import annotations
@@ -19,11 +19,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
+from pathlib import Path
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from minitransformer.profiling import alternate  # noqa: E402
 
 
 def best_of(fn: Callable[[], None], repeats: int) -> float:
@@ -61,10 +69,9 @@ def measure(width: int, rows: int, repeats: int) -> dict[str, float]:
                 t.grad = None
         return run
 
-    times: dict[str, list[float]] = {"three": [], "stacked": []}
-    for _ in range(2):  # two rounds, taking turns
-        times["three"].append(best_of(step(three), repeats))
-        times["stacked"].append(best_of(step(stacked), repeats))
+    # Two rounds, taking turns in flipped order, as the model comparisons do.
+    times = alternate({"three": lambda: best_of(step(three), repeats),
+                       "stacked": lambda: best_of(step(stacked), repeats)}, 2)
     return {name: min(found) for name, found in times.items()}
 
 

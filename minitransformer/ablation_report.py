@@ -15,7 +15,7 @@ from typing import Any
 
 from matplotlib.axes import Axes
 
-from .ablations import PAPER_BASE
+from .ablations import PAPER_BASE, VARIANTS
 
 #: The figure's panels: a title and the variants drawn in it (with the one they are compared to).
 PANELS: list[tuple[str, list[str]]] = [
@@ -283,7 +283,9 @@ def embedding_start_report(summary: dict[str, Any]) -> str:
         said = {True: "better", False: "worse", None: "within noise"}
         how = ", ".join(f"{label} {said[row_e[metric]['better']]}" for metric, label in (("ppl", "perplexity"),
                                                                                           ("bleu", "BLEU")))
-        paper = "the paper found them nearly identical (4.92 against 4.92 perplexity, 25.7 against 25.8 BLEU)"
+        row = VARIANTS["learned_pos"].paper or {}  # Table 3 row E against the base model
+        paper = (f"the paper found them nearly identical ({row['ppl']:.2f} against {PAPER_BASE['ppl']:.2f} perplexity, "
+                 f"{row['bleu']:.1f} against {PAPER_BASE['bleu']:.1f} BLEU)")
         if row_e["ppl"]["measured"] or row_e["bleu"]["measured"]:
             tail = (f"{paper[0].upper() + paper[1:]}; at this scale a difference remains. The learned table starts "
                     "small (Xavier), while the sinusoid is as large as the token vectors from the first step; "

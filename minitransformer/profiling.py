@@ -393,11 +393,12 @@ def profile_training_step(module: nn.Module, batch: Batch, device: torch.device,
     return prof.key_averages().table(sort_by=key, row_limit=row_limit)
 
 
-def _alternate(runs: dict[str, Any], repeats: int) -> dict[str, list[float]]:
-    """Call each of ``runs`` (name -> function returning a speed) ``repeats`` times, taking turns.
+def alternate(runs: dict[str, Any], repeats: int) -> dict[str, list[float]]:
+    """Call each of ``runs`` (name -> function returning a figure: a speed, a time) ``repeats`` times, taking turns.
 
     The order flips every round (ours, theirs, theirs, ours, ...), so that neither model is
-    always the one that runs right after the other on a machine whose load changes.
+    always the one that runs right after the other on a machine whose load changes. Returns
+    every figure of each run, in order; the caller picks the best (fastest) of each.
     """
     names = list(runs)
     found: dict[str, list[float]] = {name: [] for name in names}
@@ -437,7 +438,7 @@ def side_by_side_training(model: Transformer, batches: Sequence[Batch], device: 
         return lambda: time_training_steps(module, batches, device, bf16=bf16, steps=steps, warmup=1,
                                            pad_id=pad).tokens_per_s
 
-    return _ratio_record(_alternate({"ours": runner(ours), "torch": runner(theirs)}, repeats), "tokens/s")
+    return _ratio_record(alternate({"ours": runner(ours), "torch": runner(theirs)}, repeats), "tokens/s")
 
 
 def side_by_side_decoding(model: Transformer, src: Tensor, device: torch.device, *, new_tokens: int = 32,
@@ -490,6 +491,6 @@ def side_by_side_decoding(model: Transformer, src: Tensor, device: torch.device,
     runs = {"ours": timed("ours", ours_once), "torch": timed("torch", theirs_once)}
     for run in runs.values() if warmup or compile else ():
         run()  # untimed: first-call allocations (and compilation)
-    record = _ratio_record(_alternate(runs, repeats), "generated tokens/s")
+    record = _ratio_record(alternate(runs, repeats), "generated tokens/s")
     record["agreement"] = (outputs["ours"] == outputs["torch"]).float().mean().item()
     return record
