@@ -20,14 +20,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .training.options import DATASETS, PRECISIONS, PRESETS, RECIPES
+from .training.options import CPU_RECIPES, DATASETS, PRECISIONS, PRESETS, RECIPES
 
 _UNSET = object()
 _SIZES = ("d_model", "n_heads", "d_ff", "layers", "dropout")
 
 
 def _recipe(name: str) -> str:
-    values = [f"{d}: {RECIPES[d][name]}" for d in DATASETS if name in RECIPES[d]]
+    values = []
+    for d in DATASETS:
+        gpu, cpu = RECIPES[d].get(name), CPU_RECIPES.get(d, RECIPES[d]).get(name)
+        if gpu is not None and gpu == cpu:
+            values.append(f"{d}: {gpu}")
+        elif gpu is not None or cpu is not None:
+            parts = [f"{v} on {where}" for v, where in ((gpu, "a CUDA GPU"), (cpu, "a CPU")) if v is not None]
+            values.append(f"{d}: {', '.join(parts)}")
     if not values:
         return ""
     if name in _SIZES and len(values) < len(DATASETS):
@@ -68,6 +75,10 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     model.add_argument("--dropout", type=float, help="dropout P_drop" + _recipe("dropout"))
     model.add_argument("--norm-first", action=argparse.BooleanOptionalAction, default=None,
                        help="pre-LN layers, a departure from the paper's post-LN (default: post-LN)")
+    model.add_argument("--embedding-init", choices=("normal", "xavier"),
+                       help="start of the token embedding tables: normal, N(0, 1/d_model), the size of the "
+                            "positional encoding once scaled by sqrt(d_model), as the paper's reference code; "
+                            "xavier, Xavier-uniform like every other matrix, far smaller (default: normal)")
     run = p.add_argument_group("training")
     run.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps "
                                                       "(default: auto)")
@@ -106,6 +117,10 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                           "soon after it first reaches the target; 1: at epoch ends only" + _recipe("checks_per_epoch"))
     run.add_argument("--eval-sentences", type=int, help="validation (at each check) and test (at the end) "
                                                         "sentences translated for the quality figure (default: all)")
+    run.add_argument("--valid-sentences", type=int, help="translate at most this many validation sentences at each "
+                                                         "check; the test split is not affected (default: as "
+                                                         "--eval-sentences" + _recipe("valid_sentences").replace(
+                                                             " (default by dataset:", ";") )
     run.add_argument("--seed", type=int, default=0, help="seed of initialisation, dropout and batch order (default: 0)")
     files = p.add_argument_group("output")
     files.add_argument("--out", help="output folder for checkpoints, log.jsonl, loss.png, tokenizer.json; a "

@@ -14,6 +14,9 @@ from typing import Any
 POSITIONALS = ("sinusoidal", "learned", "none")
 #: Initialisations of the token embedding tables (``TransformerConfig.embedding_init``).
 EMBEDDING_INITS = ("xavier", "normal")
+#: The embedding start of a stored config that has no ``embedding_init`` (every config written
+#: before the field existed was trained with Xavier-uniform token tables).
+LEGACY_EMBEDDING_INIT = "xavier"
 
 
 @dataclass(frozen=True)
@@ -44,15 +47,18 @@ class TransformerConfig:
             ablation (lesson 10).
         d_qk: width of each head's queries and keys when it should differ from
             d_model / n_heads (Table 3 row B shrinks d_k at fixed h and d_v); None: d_model / n_heads.
-        embedding_init: how the token embedding tables start: "xavier" (Xavier-uniform like every
-            other matrix: entries of spread sqrt(2 / (V + d_model)), so a token vector times
-            sqrt(d_model) is small next to the sinusoid when the vocabulary is large) or "normal"
-            (entries N(0, 1 / d_model), so a token vector times sqrt(d_model) has entries of spread
-            1, about the sinusoid's size, as tensor2tensor initialises them). The paper does not
-            say; lesson 10 measures the difference.
+        embedding_init: how the token embedding tables start: "normal" (the default: entries
+            N(0, 1 / d_model), so a token vector times sqrt(d_model) has entries of spread 1, the
+            size of the sinusoid's, as the paper's reference code, tensor2tensor, draws them) or
+            "xavier" (Xavier-uniform like every other matrix: entries of spread
+            sqrt(2 / (V + d_model)), so with a vocabulary of thousands a scaled token vector starts
+            several times smaller than the sinusoid, and the positions drown the words early in
+            training). The paper does not say; lesson 10 measures the difference.
 
     Old checkpoints, written before ``positional``, ``scale_attention``, ``d_qk`` and
-    ``embedding_init`` existed, load with their defaults, which are the model those checkpoints hold.
+    ``embedding_init`` existed, load with the values those checkpoints were trained with: the
+    defaults for the first three, and "xavier" for a config without ``embedding_init`` (the
+    default before it changed to "normal"; see :data:`LEGACY_EMBEDDING_INIT`).
     """
 
     src_vocab_size: int
@@ -70,7 +76,7 @@ class TransformerConfig:
     positional: str = "sinusoidal"
     scale_attention: bool = True
     d_qk: int | None = None
-    embedding_init: str = "xavier"
+    embedding_init: str = "normal"
 
     def __post_init__(self) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff",
@@ -162,6 +168,8 @@ class TransformerConfig:
         missing = [name for name in ("src_vocab_size", "tgt_vocab_size") if name not in values]
         if missing:
             raise ValueError(f"TransformerConfig.from_dict is missing required fields {missing}")
+        if "embedding_init" not in values:  # written before the field existed: trained with Xavier
+            values = {**values, "embedding_init": LEGACY_EMBEDDING_INIT}
         return cls(**values)
 
     def replace(self, **changes: Any) -> "TransformerConfig":
@@ -183,6 +191,20 @@ class TransformerConfig:
         values: dict[str, Any] = dict(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=1024,
                                       n_heads=16, d_ff=4096, n_encoder_layers=6, n_decoder_layers=6,
                                       dropout=0.3, tie_embeddings=True)
+        return cls(**{**values, **overrides})
+
+    @classmethod
+    def small(cls, vocab_size: int, **overrides: Any) -> "TransformerConfig":
+        """A translator sized for a laptop CPU (not in the paper): N=3, d_model=256, d_ff=1024, h=4, P_drop=0.1.
+
+        The base model's proportions (d_ff = 4 d_model, d_k = 64) at half the width and half the
+        depth: about 9M weights with an 8,000-token shared vocabulary, the size of the best-known
+        small Multi30k Transformers. ``train --dataset multi30k`` uses it on a machine without a
+        CUDA GPU.
+        """
+        values: dict[str, Any] = dict(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=256,
+                                      n_heads=4, d_ff=1024, n_encoder_layers=3, n_decoder_layers=3,
+                                      dropout=0.1, tie_embeddings=True)
         return cls(**{**values, **overrides})
 
     @classmethod

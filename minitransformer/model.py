@@ -160,8 +160,9 @@ class Transformer(nn.Module):
     def reset_parameters(self) -> None:
         """Xavier-uniform for every weight matrix; biases 0, LayerNorm gamma 1 and beta 0.
 
-        With ``config.embedding_init == "normal"`` the two token embedding tables are drawn
-        from N(0, 1 / d_model) instead (the output layer too when it is tied to them).
+        With ``config.embedding_init == "normal"`` (the default) the two token embedding tables
+        are then drawn from N(0, 1 / d_model) instead (the output layer too when it is tied to
+        them), so that ``embedding * sqrt(d_model)`` has entries of spread 1, like the sinusoid.
         """
         xavier_init(self)
         if self.config.embedding_init == "normal":

@@ -168,7 +168,7 @@ def test_lr_schedule_is_a_training_option_and_a_flag() -> None:
     assert _given_train_arguments(["--lr-schedule", "constant"]) == {"lr_schedule": "constant"}
 
 
-def test_a_checkpoint_written_before_the_new_fields_loads_with_their_defaults(tmp_path: Path) -> None:
+def test_a_checkpoint_written_before_the_new_fields_loads_with_what_it_was_trained_with(tmp_path: Path) -> None:
     tokenizer = SharedTokenizer.train(load_dates("train", n_train=100, n_validation=0, n_test=0), vocab_size=200)
     torch.manual_seed(0)
     model = Transformer(TransformerConfig.tiny(tokenizer.vocab_size, d_model=16, n_heads=2, d_ff=32,
@@ -180,19 +180,20 @@ def test_a_checkpoint_written_before_the_new_fields_loads_with_their_defaults(tm
     torch.save(raw, path)
     loaded, _, _ = load_model(path)
     assert (loaded.config.positional, loaded.config.scale_attention, loaded.config.d_qk,
-            loaded.config.embedding_init) == ("sinusoidal", True, None, "xavier")
+            loaded.config.embedding_init) == ("sinusoidal", True, None, "xavier")  # xavier: the old default
+    assert TransformerConfig.tiny(10).embedding_init == "normal"  # the default now
     src, tgt = torch.tensor([[5, 6, 2]]), torch.tensor([[1, 7]])
     torch.testing.assert_close(loaded(src, tgt), model(src, tgt))
 
 
 @pytest.mark.parametrize("tied", [True, False])
-def test_embedding_init_normal_draws_the_token_tables_from_n_0_1_over_d_model(tied: bool) -> None:
+def test_the_default_embedding_init_normal_draws_the_token_tables_from_n_0_1_over_d_model(tied: bool) -> None:
     d_model, vocab = 64, 3000
     torch.manual_seed(0)
-    xavier = Transformer(TransformerConfig.tiny(vocab, d_model=d_model, tie_embeddings=tied))
+    xavier = Transformer(TransformerConfig.tiny(vocab, d_model=d_model, tie_embeddings=tied, embedding_init="xavier"))
     torch.manual_seed(0)
-    normal = Transformer(TransformerConfig.tiny(vocab, d_model=d_model, tie_embeddings=tied, embedding_init="normal"))
-    assert xavier.config.embedding_init == "xavier"  # the default: every matrix Xavier-uniform
+    normal = Transformer(TransformerConfig.tiny(vocab, d_model=d_model, tie_embeddings=tied))
+    assert normal.config.embedding_init == "normal"  # the default: the token tables at the sinusoid's size
     for model, std in ((xavier, math.sqrt(2 / (vocab + d_model))), (normal, d_model ** -0.5)):
         for table in (model.src_embed.weight, model.tgt_embed.weight):
             assert table.std().item() == pytest.approx(std, rel=0.02)

@@ -17,7 +17,9 @@ def _copy_batch(batch_size: int, length: int, vocab: int = VOCAB) -> tuple[torch
 
 def _train_copy(steps: int) -> tuple[Transformer, float]:
     set_seed(0)
-    model = Transformer(TransformerConfig.tiny(VOCAB, d_model=64, n_heads=4, d_ff=128, dropout=0.0))
+    # Xavier-started: the seeded cases below (where beam search beats greedy) were found with it.
+    model = Transformer(TransformerConfig.tiny(VOCAB, d_model=64, n_heads=4, d_ff=128, dropout=0.0,
+                                               embedding_init="xavier"))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.98), eps=1e-9)
     loss = torch.tensor(float("nan"))
     for _ in range(steps):

@@ -164,8 +164,9 @@ def _greedy_by_hand(model: Transformer, src: Tensor, max_len: int, bos_id: int, 
 def _decoding_model(seed: int) -> Transformer:
     """A small random model whose greedy outputs depend on the source (tokens 0-3 are pad, bos, eos, unk)."""
     torch.manual_seed(seed)
+    # Xavier: the random draws (and so the check's cases) stay those the check was written with.
     config = TransformerConfig.tiny(11, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
-                                    dropout=0.0, tie_embeddings=False)
+                                    dropout=0.0, tie_embeddings=False, embedding_init="xavier")
     model = Transformer(config).eval()
     for p in model.parameters():
         if p.dim() > 1:

@@ -493,7 +493,9 @@ class Trainer:
 
     def validation_quality(self) -> float:
         """Exact match (0-1) or BLEU (0-100) of greedy translations of validation sentences."""
-        pairs = self.valid_pairs[: self.options.eval_sentences]
+        o = self.options
+        given = [n for n in (o.eval_sentences, o.valid_sentences) if n is not None]
+        pairs = self.valid_pairs[: min(given) if given else None]
         hypotheses = self.translate([s for s, _ in pairs])
         return METRICS[self.metric](hypotheses, [t for _, t in pairs])
 

@@ -1,0 +1,223 @@
+"""A real translator on a laptop: Multi30k German -> English trained on this machine's CPU, measured.
+
+Usage:
+    python benchmarks/multi30k_cpu.py                      # seed 0: about half an hour on 2 idle cores
+    python benchmarks/multi30k_cpu.py --seeds 0 1 2        # the spread over seeds (runs one after another)
+    python benchmarks/multi30k_cpu.py --data-dir DIR --seeds 0 --epochs 1 --train-size 2000 \\
+        --out /tmp/m30k                                    # the same code path in a few minutes
+
+Each seed is the README's command, ``python -m minitransformer train --dataset multi30k``, run
+from scratch (the BPE vocabulary included: its cache is switched off) with the laptop recipe
+that the package picks on a machine without a CUDA GPU, into ``runs/multi30k`` (seed 0) or
+``runs/multi30k-seed<N>``. After training, the record adds what ``translate --beam 4`` gives
+with the average of the last five epoch checkpoints (the paper's section 6.1 averages too).
+
+Writes ``<out>/multi30k-cpu.json`` (every setting, the machine, its cores and load average, torch
+and the commit, each run's training curve, validation BLEU against wall-clock minutes, greedy
+and beam-4 test2016 BLEU with the sacreBLEU signature, a dozen test translations with their
+references, and the spread over seeds) and ``<out>/multi30k-cpu.png`` (validation BLEU against
+minutes). Finished seeds are kept in ``<out>/multi30k-cpu.partial.jsonl``, so an interrupted
+command resumes with the next seed; ``--fresh`` starts over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))  # run from a checkout without installing the package
+
+from minitransformer.data import fetch_multi30k, load_multi30k  # noqa: E402
+from minitransformer.evaluation import bleu, translate_sentences  # noqa: E402
+from minitransformer.training import TrainOptions, read_log, train  # noqa: E402
+from minitransformer.training.checkpoint import (atomic_torch_save, average_checkpoints, list_checkpoints,  # noqa: E402
+                                                 load_model)
+from minitransformer.utils import atomic_write  # noqa: E402
+
+#: Test sentences kept in the record with their translations.
+SAMPLES = 12
+#: Epoch checkpoints averaged for the extra test score.
+AVERAGED = 5
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds, one run each (default: 0)")
+    p.add_argument("--data-dir", help="folder with the Multi30k .gz files (default: the package's cache)")
+    p.add_argument("--threads", type=int, help="CPU threads (default: the recipe's choice)")
+    p.add_argument("--epochs", type=int, help="epochs (default: the recipe's)")
+    p.add_argument("--train-size", type=int, help="use only the first N training pairs (a quick check)")
+    p.add_argument("--runs", default="runs", help="folder of the run folders (default: runs)")
+    p.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"),
+                   help="folder for multi30k-cpu.json and .png (default: benchmarks/results)")
+    p.add_argument("--fresh", action="store_true", help="forget the finished seeds of an earlier invocation")
+    return p
+
+
+def git_commit() -> str | None:
+    """The checkout's commit, with "-dirty" when tracked files differ from it; None outside git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (head + ("-dirty" if dirty else "")) or None
+
+
+def machine() -> dict[str, Any]:
+    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__}
+
+
+def averaged_scores(run: Path, test: list[tuple[str, str]], threads: int) -> dict[str, Any] | None:
+    """Greedy and beam-4 test BLEU of the average of the run's last ``AVERAGED`` epoch checkpoints."""
+    files = list_checkpoints(run)[-AVERAGED:]
+    if len(files) < 2:
+        return None
+    torch.set_num_threads(threads)
+    averaged = run / "averaged.pt"
+    atomic_torch_save(average_checkpoints(files), averaged)
+    model, tokenizer, _ = load_model(averaged)
+    sources, references = [s for s, _ in test], [t for _, t in test]
+    started = time.perf_counter()
+    beam = translate_sentences(model, tokenizer, sources, "cpu", 60, beam_size=4)
+    beam_seconds = time.perf_counter() - started
+    greedy = translate_sentences(model, tokenizer, sources, "cpu", 250)
+    return {"checkpoints": [f.name for f in files], "greedy": bleu(greedy, references),
+            "beam4": bleu(beam, references), "beam4_seconds": beam_seconds}
+
+
+def one_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Train one seed from scratch and return its record."""
+    out = Path(args.runs) / ("multi30k" if seed == 0 else f"multi30k-seed{seed}")
+    options = TrainOptions(dataset="multi30k", data_dir=args.data_dir, device="cpu", threads=args.threads,
+                           epochs=args.epochs, train_size=args.train_size, seed=seed, out=str(out),
+                           overwrite=True, show=SAMPLES).resolved()
+    load_before = os.getloadavg()[0]
+    started = time.time()
+    result = train(options)
+    if result.interrupted:
+        raise KeyboardInterrupt
+    records = read_log(out / "log.jsonl")
+    setup = next(r for r in records if r["event"] == "setup")
+    minutes = lambda r: (r["time"] - started) / 60  # noqa: E731
+    epochs = [r for r in records if r["event"] == "epoch"]
+    test = next(r for r in records if r["event"] == "test")
+    test_beam = next(r for r in records if r["event"] == "test_beam")
+    pairs = load_multi30k("test", args.data_dir)
+    averaged = averaged_scores(out, pairs, setup["threads"])
+    return {
+        "seed": seed, "run_dir": str(out), "options": options.to_dict(), "threads": setup["threads"],
+        "config": setup["config"], "parameters": setup["parameters"], "vocab_size": setup["vocab_size"],
+        "steps": result.step, "train_seconds": result.seconds, "wall_seconds": time.time() - started,
+        "first_step_minutes": minutes(next(r for r in records if r["event"] == "train")),
+        "load_average": {"start": load_before, "end": os.getloadavg()[0]},
+        "validation": [{"epoch": r["epoch"], "step": r["step"], "minutes": minutes(r), "bleu": r.get("val_bleu"),
+                        "val_loss": r.get("val_loss"), "train_loss": r.get("train_loss")} for r in epochs],
+        "curve": [{"step": r["step"], "loss": r["loss"], "lr": r["lr"], "tokens_per_s": r["tokens_per_s"]}
+                  for r in records if r["event"] == "train"],
+        "test": {"split": "test2016", "sentences": test["n"], "greedy": test["bleu"], "beam4": test_beam["bleu"],
+                 "minutes_at_end": minutes(test_beam), "averaged_last": averaged},
+        "samples": [{"source": s, "translation": h, "reference": t} for s, h, t in test["examples"]],
+    }
+
+
+def spread(values: list[float]) -> dict[str, Any]:
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else None,
+            "min": min(values), "max": max(values), "values": values, "n": len(values)}
+
+
+def save_figure(runs: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for run in runs:
+        points = [(v["minutes"], v["bleu"]) for v in run["validation"] if v["bleu"] is not None]
+        ax.plot(*zip(*points), marker="o", label=f"seed {run['seed']}: validation, greedy")
+        ax.scatter([run["test"]["minutes_at_end"]], [run["test"]["beam4"]], marker="*", s=120,
+                   label=f"seed {run['seed']}: test2016, beam 4")
+    ax.set_xlabel("wall-clock minutes from the start (BPE included)")
+    ax.set_ylabel("sacreBLEU")
+    ax.set_title(f"Multi30k de->en on {os.cpu_count()} CPU cores")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # Every timed run trains its BPE vocabulary afresh: the tokenizer cache goes to an empty folder
+    # (the data is fetched and checked first, so that it is not downloaded again into that folder).
+    args.data_dir = str(fetch_multi30k(data_dir=args.data_dir))
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="multi30k-cpu-cache-")
+    folder = Path(args.out)
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / "multi30k-cpu.partial.jsonl"
+    if args.fresh and partial.exists():
+        partial.unlink()
+    done = {r["seed"]: r for r in map(json.loads, partial.read_text().splitlines())} if partial.exists() else {}
+    for seed in args.seeds:
+        if seed in done:
+            print(f"seed {seed}: already measured ({partial}), skipped")
+            continue
+        record = {**one_run(seed, args), "commit": git_commit()}
+        with partial.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        done[seed] = record
+    runs = [done[s] for s in args.seeds]
+    settings = {k: v for k, v in runs[0]["options"].items() if k not in ("seed", "out", "overwrite")}
+    result = {
+        "schema": 1,
+        "command": shlex.join(["python", "benchmarks/multi30k_cpu.py",
+                               *(argv if argv is not None else sys.argv[1:])]),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "commit": git_commit(), "commits_of_the_runs": sorted({str(r["commit"]) for r in runs}),
+        "machine": machine(), "settings": settings, "seeds": args.seeds,
+        "summary": {"test_beam4": spread([r["test"]["beam4"] for r in runs]),
+                    "test_greedy": spread([r["test"]["greedy"] for r in runs]),
+                    "wall_minutes": spread([r["wall_seconds"] / 60 for r in runs]),
+                    "averaged_beam4": (spread([r["test"]["averaged_last"]["beam4"] for r in runs])
+                                       if all(r["test"]["averaged_last"] for r in runs) else None)},
+        "bleu_signature": runs[0].get("bleu_signature"),
+        "runs": runs,
+    }
+    from sacrebleu.metrics import BLEU
+
+    scorer = BLEU()
+    scorer.corpus_score(["a"], [["a"]])
+    result["bleu_signature"] = f"sacreBLEU on detokenized output, {scorer.get_signature()}"
+    path = atomic_write(folder / "multi30k-cpu.json", lambda f: f.write(json.dumps(result, indent=1).encode()))
+    save_figure(runs, folder / "multi30k-cpu.png")
+    s = result["summary"]
+    print(f"\nwrote {path} and {folder / 'multi30k-cpu.png'}")
+    print(f"test2016 sacreBLEU, beam 4: {s['test_beam4']['mean']:.2f} (min {s['test_beam4']['min']:.2f}, "
+          f"max {s['test_beam4']['max']:.2f}, {len(runs)} seed(s)); greedy {s['test_greedy']['mean']:.2f}; "
+          f"wall time {s['wall_minutes']['mean']:.1f} min")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
