@@ -184,10 +184,14 @@ def build_parser() -> argparse.ArgumentParser:
                                     "sentence argument is refused; an empty line of standard input is skipped with "
                                     "a note (and an empty output line). A translation that reaches its length limit "
                                     "without an end token is called unreliable on standard error, a loop at its end "
-                                    "cut. Input unlike the training data (unknown characters; "
-                                    "for a dates model, not a full date of its source locale or a year outside "
-                                    "1900-2099) is translated with a warning on standard error.")
-    translate.add_argument("text", nargs="*", help="sentences to translate (default: lines of standard input)")
+                                    "cut. Input unlike the training data (unknown characters, more tokens than the longest "
+                                    "training sentence; for a Multi30k model, a sentence that looks like the other "
+                                    "language; for a dates model, not a full date of its source locale or a year "
+                                    "outside 1900-2099) is translated with a warning on standard error.")
+    translate.add_argument("text", nargs="*", help="sentences to translate (default: lines of --input, else of "
+                                                   "standard input)")
+    translate.add_argument("--input", help="a file of sentences, one per line (UTF-8, plain or .gz); output lines "
+                                           "match its lines")
     translate.add_argument("--checkpoint", required=True,
                            help="checkpoint file, or a run folder (its best.pt, else its newest checkpoint)")
     translate.add_argument("--device", default="auto", help="auto, cpu, cuda, mps (default: auto)")
@@ -299,17 +303,28 @@ def _check_device(device: str) -> None:
         raise ValueError(f"--device must be auto, cpu, cuda, cuda:<index> or mps, got {device!r}") from None
 
 
-def _read_standard_input() -> list[str]:
-    """The lines of standard input, decoded as UTF-8 with a clear error when they are not."""
-    raw = getattr(sys.stdin, "buffer", None)
-    if raw is None:  # already text (a StringIO in tests, a notebook)
-        return [line.rstrip("\r\n") for line in sys.stdin]
-    data = raw.read()
+def _read_standard_input(path: str | None = None) -> list[str]:
+    """The lines of standard input (or of the file ``path``: plain or .gz), decoded as UTF-8 with a clear
+    error when they are not."""
+    where = "standard input" if path is None else f"--input {path}"
+    if path is not None:
+        import gzip
+
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"--input {path} is not a file: expected a text file of sentences, one per "
+                                    "line (UTF-8, plain or .gz)")
+        with (gzip.open if path.endswith(".gz") else open)(path, "rb") as handle:
+            data = handle.read()
+    else:
+        raw = getattr(sys.stdin, "buffer", None)
+        if raw is None:  # already text (a StringIO in tests, a notebook)
+            return [line.rstrip("\r\n") for line in sys.stdin]
+        data = raw.read()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
-        raise ValueError(f"standard input is not UTF-8 text: byte 0x{data[error.start]:02x} on line {line} "
+        raise ValueError(f"{where} is not UTF-8 text: byte 0x{data[error.start]:02x} on line {line} "
                          "cannot be decoded; expected UTF-8 text, one sentence per line") from None
     text = text.removeprefix("\ufeff")
     if text.endswith("\n"):
@@ -317,7 +332,7 @@ def _read_standard_input() -> list[str]:
     return [line.rstrip("\r") for line in text.split("\n")] if text else []
 
 
-def _check_sentences(sentences: list[str], from_stdin: bool) -> list[int]:
+def _check_sentences(sentences: list[str], from_stdin: bool, where: str = "standard input") -> list[int]:
     """The positions of the sentences to translate.
 
     An empty sentence given as an argument is refused; an empty line of standard input is
@@ -331,13 +346,22 @@ def _check_sentences(sentences: list[str], from_stdin: bool) -> list[int]:
         raise ValueError(f"nothing to translate: expected sentences as arguments or lines on standard input, got {got}")
     if blank:
         shown = ", ".join(str(k + 1) for k in blank[:10]) + (" ..." if len(blank) > 10 else "")
-        print(f"minitransformer translate: note: line(s) {shown} of standard input are empty: skipped, with an "
+        print(f"minitransformer translate: note: line(s) {shown} of {where} are empty: skipped, with an "
               "empty output line each so that output lines match input lines", file=sys.stderr)
     return [k for k in range(len(sentences)) if k not in set(blank)]
 
 
-def _unfamiliar_input(sentences: list[str], tokenizer: Any, options: dict[str, Any]) -> list[str]:
-    """Warnings for sentences unlike anything the model was trained on (its answer is then a guess)."""
+def _unfamiliar_input(sentences: list[str], tokenizer: Any, options: dict[str, Any],
+                      longest: int | None = None) -> list[str]:
+    """Warnings for sentences unlike anything the model was trained on (its answer is then a guess).
+
+    Any model: characters its vocabulary never saw; sentences of more tokens than ``longest``,
+    the longest training sentence. Multi30k: a sentence that looks like the wrong language
+    (:func:`~minitransformer.data.language.guess_language`). Dates: not a full date of the
+    source locale, or a year outside the trained range.
+    """
+    from .data.language import guess_language
+
     warnings = []
     known = {c for c in set("".join(sentences)) if not c.isspace()
              and (tokenizer.token_to_id(c) != tokenizer.unk_id or tokenizer.token_to_id("\u2581" + c)
@@ -352,12 +376,21 @@ def _unfamiliar_input(sentences: list[str], tokenizer: Any, options: dict[str, A
 
         locale = options.get("src_locale", "en_US")
         example = format_date(datetime.date(2023, 3, 3), format="full", locale=locale)
+    source = options.get("src_lang") if options.get("dataset") == "multi30k" else None
+    names = {"de": "German", "en": "English"}
     for k, sentence in enumerate(sentences, 1):
         unknown = sorted({c for c in sentence if not c.isspace() and c not in known})
         if unknown:
             shown = " ".join(repr(c) for c in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
             warnings.append(f"sentence {k} has characters the model's vocabulary never saw ({shown}): "
                             "they are read as <unk>, so its translation is a guess")
+        if longest is not None and (n := len(tokenizer.encode(sentence))) > longest:
+            warnings.append(f"sentence {k} is {n} tokens long, longer than every training sentence (at most "
+                            f"{longest}): the model never learned positions this far, so expect its translation "
+                            "to lose or repeat parts; split it into shorter sentences")
+        if source in names and (looks := guess_language(sentence)) is not None and looks != source:
+            warnings.append(f"sentence {k} ({sentence[:40]!r}) looks {names.get(looks, looks)}, but this model "
+                            f"translates from {names[source]}: its translation is a guess")
         if dates:
             date = parse_long_date(sentence, locale)
             if date is None:
@@ -387,14 +420,18 @@ def _run_translate(args: argparse.Namespace) -> int:
         raise ValueError(f"--batch-size must be at least 1, got {args.batch_size}")
     if args.beam < 1:
         raise ValueError(f"--beam must be at least 1 (1 is greedy decoding), got {args.beam}")
-    lines = args.text or _read_standard_input()
-    kept = _check_sentences(lines, from_stdin=not args.text)
+    if args.text and args.input:
+        raise ValueError("give sentences as arguments or --input FILE, not both")
+    lines = args.text or _read_standard_input(args.input)
+    kept = _check_sentences(lines, from_stdin=not args.text,
+                            where=f"--input {args.input}" if args.input else "standard input")
     sentences = [lines[k] for k in kept]
     device = get_device(None if args.device == "auto" else args.device)
     model, tokenizer, checkpoint = load_model(args.checkpoint, device)
     beam = _beam_size(args.beam, model, args.batch_size, max(len(tokenizer.encode(s)) for s in sentences),
                       args.extra_length, device)
-    warnings = _unfamiliar_input(sentences, tokenizer, checkpoint.get("options", {}))
+    warnings = _unfamiliar_input(sentences, tokenizer, checkpoint.get("options", {}),
+                                 training_length(checkpoint, args.checkpoint))
     translations, notes = translate_with_notes(model, tokenizer, sentences, device, args.batch_size,
                                                args.extra_length, beam_size=beam, alpha=args.alpha)
     warnings += [f"sentence {k} ({sentence[:40]!r}): {note}; its translation is unreliable"
@@ -407,6 +444,26 @@ def _run_translate(args: argparse.Namespace) -> int:
     for line in out:
         print(line, flush=True)
     return 0
+
+
+def training_length(checkpoint: dict[str, Any], path: str | Path) -> int | None:
+    """Tokens of the longest training sentence of a checkpoint's run, or None when unknown.
+
+    Read from the checkpoint (``metrics["train_max_tokens"]``), else from the ``setup`` record of
+    the run folder's ``log.jsonl`` (checkpoints written before the figure was stored).
+    """
+    found = checkpoint.get("metrics", {}).get("train_max_tokens")
+    if isinstance(found, int):
+        return found
+    folder = Path(path) if Path(path).is_dir() else Path(path).parent
+    try:
+        from .training import read_log
+
+        setups = [r for r in read_log(folder / "log.jsonl") if r.get("event") == "setup"]
+    except (OSError, ValueError):
+        return None
+    value = setups[-1].get("max_tokens") if setups else None
+    return value if isinstance(value, int) else None
 
 
 def _beam_size(beam: int, model: Any, batch_size: int, longest: int, extra_length: int, device: Any) -> int:
@@ -440,7 +497,11 @@ def _run_attention(args: argparse.Namespace) -> int:
         raise FileExistsError(f"--out {args.out} is a file: expected a folder for the PNG files (it is created "
                               "if it does not exist)")
     device = get_device(None if args.device == "auto" else args.device)
-    model, tokenizer, _ = load_model(args.checkpoint, device)
+    model, tokenizer, checkpoint = load_model(args.checkpoint, device)
+    for warning in _unfamiliar_input([args.text], tokenizer, checkpoint.get("options", {}),
+                                     training_length(checkpoint, args.checkpoint)):
+        print(f"minitransformer attention: warning: {warning.replace('sentence 1 ', 'the sentence ', 1)}",
+              file=sys.stderr)
     attention = sentence_attention(model, tokenizer, args.text, args.target, device)
     if attention.note:
         print(f"minitransformer attention: warning: the model's translation is unreliable: {attention.note}",

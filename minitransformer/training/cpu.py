@@ -53,7 +53,8 @@ def choose_threads(requested: int | None, device: torch.device, parameters: int)
         return torch.get_num_threads(), "OMP_NUM_THREADS"
     if parameters < ONE_THREAD_BELOW:
         return 1, f"under {ONE_THREAD_BELOW // 1_000_000}M parameters; --threads to change"
-    return torch.get_num_threads(), "PyTorch's default for a large model; --threads to change"
+    return torch.get_num_threads(), (f"PyTorch's default from {ONE_THREAD_BELOW // 1_000_000}M parameters; "
+                                     "--threads to change")
 
 
 def matmul_flops(trials: int = 5, seconds: float = 0.02) -> float:
@@ -122,7 +123,8 @@ class SlowRunError(ValueError):
     """A CPU run estimated to take hours or days, started without ``allow_slow``."""
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """A time in the unit that reads best: "45 s", "12 min", "3.5 h", "2.0 days"."""
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 5400:
@@ -135,9 +137,9 @@ def _duration(seconds: float) -> str:
 def slow_run_message(e: CpuEstimate, parameters: int, steps_per_epoch: int, device: torch.device) -> str:
     """What a slow CPU run would cost, and what to do instead."""
     return (f"this run would train a {parameters / 1e6:.1f}M-parameter model on the {device.type.upper()} "
-            f"({torch.get_num_threads()} threads): about {_duration(e.step_seconds)} per step, "
-            f"{_duration(e.step_seconds * steps_per_epoch)} per epoch of {steps_per_epoch:,} steps, "
-            f"{_duration(e.run_seconds)} for {e.steps:,} steps (estimated from this CPU's speed now), and "
+            f"({torch.get_num_threads()} threads): about {duration(e.step_seconds)} per step, "
+            f"{duration(e.step_seconds * steps_per_epoch)} per epoch of {steps_per_epoch:,} steps, "
+            f"{duration(e.run_seconds)} for {e.steps:,} steps (estimated from this CPU's speed now), and "
             f"{e.disk_bytes / 1e9:.1f} GB of disk for its checkpoints ({e.checkpoint_bytes / 1e6:,.0f} MB each, "
             f"--keep and best.pt). Train it on a GPU, or use a CPU-sized model ({CPU_SIZED} --epochs 8: "
             f"17 minutes on 2 cores in lesson 07), or pass --allow-slow (allow_slow=True) to start it anyway")

@@ -30,7 +30,8 @@ from .checkpoint import (BEST, REPLACED_RUN, atomic_copy, check_compatible, chec
 from .corpus import Corpus, drop_long, encode_pairs, load_corpus
 from .distributed import (DistInfo, StopRequest, all_gather_objects, broadcast_object, cleanup_distributed,
                           init_distributed)
-from .options import TrainOptions
+from .cpu import duration
+from .options import CPU_RECIPES, TrainOptions
 from .runlock import LOCK_NAME, RunLock
 from .runlog import RunLog, has_records_after, loss_curves, read_log, trim_log
 from .schedule import transformer_scheduler
@@ -321,8 +322,11 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
                  max_tokens=report.max_tokens, unk_fraction=report.unk_fraction, parameters=model.num_parameters(),
                  config=config.to_dict(), device=str(device), bf16=bf16, world_size=info.world_size,
                  batches_per_epoch=len(trainer.sampler) * info.world_size, padding_fraction=pad,
-                 resumed_from_step=trainer.step, threads=trainer.threads, threads_reason=trainer.threads_reason)
+                 resumed_from_step=trainer.step, threads=trainer.threads, threads_reason=trainer.threads_reason,
+                 recipe="laptop" if o.dataset in CPU_RECIPES and device.type != "cuda" else "default",
+                 cpu_estimate_seconds=trainer.cpu_estimate.run_seconds if trainer.cpu_estimate else None)
     log.write("setup", **setup)
+    trainer.metrics.setdefault("train_max_tokens", report.max_tokens)  # translate warns about longer input
     _print_setup(info, o, setup, dropped)
     if checkpoint is None:
         val_loss, val_nll = trainer.validation_loss()
@@ -456,6 +460,15 @@ def _print_setup(info: DistInfo, o: TrainOptions, s: dict[str, Any], dropped: in
                f"{' x' + str(s['world_size']) if s['world_size'] > 1 else ''} "
                f"({'bf16' if s['bf16'] else 'fp32'}{', compiled' if o.compile else ''}), "
                f"{s['threads']} CPU thread{'s' if s['threads'] > 1 else ''} ({s['threads_reason']})")
+    if s["recipe"] == "laptop":
+        sized = any(getattr(o, k) is not None for k in ("d_model", "n_heads", "d_ff", "layers"))
+        preset = "" if o.preset != CPU_RECIPES[o.dataset]["preset"] or sized else f"the {o.preset} model, "
+        when = (f"; about {duration(s['cpu_estimate_seconds'])} of training estimated from this CPU's speed now, "
+                "validation not counted" if s["cpu_estimate_seconds"] is not None else "")
+        length = (f"{o.epochs} epoch{'s' if o.epochs != 1 else ''}" if o.epochs is not None
+                  else f"at most {o.max_steps:,} steps")
+        _say(info, f"recipe: the laptop recipe of {o.dataset} (no CUDA GPU here): {preset}{length}, "
+                   f"warm-up {o.warmup}, factor {o.lr_factor}{when}; --preset base for the paper's base model")
     _say(info, f"batches: {o.batch_tokens:,} tokens per side, {s['batches_per_epoch']:,} per epoch, "
                f"padding {100 * s['padding_fraction']:.1f}%"
                f"{'; resuming at step ' + str(s['resumed_from_step']) if s['resumed_from_step'] else ''}")

@@ -39,7 +39,7 @@ from .checkpoint import BEST, atomic_copy, capture_rng_state, checkpoint_path, l
 from .corpus import IdPairs, Pairs
 from .distributed import DistInfo, StopRequest, all_gather_objects, all_reduce_sum, barrier
 from .loss import label_smoothed_nll
-from .cpu import SLOW_RUN_SECONDS, SlowRunError, choose_threads, estimate_cpu_run, slow_run_message
+from .cpu import SLOW_RUN_SECONDS, CpuEstimate, SlowRunError, choose_threads, estimate_cpu_run, slow_run_message
 from .options import TrainOptions
 from .runlog import RunLog
 
@@ -142,6 +142,7 @@ class Trainer:
 
         self.threads, self.threads_reason = choose_threads(options.threads, device, model.num_parameters())
         torch.set_num_threads(self.threads)
+        self.cpu_estimate: CpuEstimate | None = None  # set on a CPU (the setup line reports it)
         if device.type == "cpu":
             self._check_cpu_time()
 
@@ -150,6 +151,7 @@ class Trainer:
         o, parameters = self.options, self.model.num_parameters()
         tokens = self.tokens_per_step()
         estimate = estimate_cpu_run(parameters, tokens, self.steps_per_epoch(), o.epochs, o.max_steps, o.keep)
+        self.cpu_estimate = estimate
         if estimate.run_seconds <= SLOW_RUN_SECONDS:
             return
         message = slow_run_message(estimate, parameters, self.steps_per_epoch(), self.device)

@@ -1,0 +1,191 @@
+"""The translator on a laptop: the recipe chosen by device, the language guess, and a tiny Multi30k run end to end."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from minitransformer import Transformer, TransformerConfig
+from minitransformer.cli import main
+from minitransformer.data import load_multi30k
+from minitransformer.data.language import guess_language
+from minitransformer.training import TrainOptions, load_checkpoint, read_log
+from minitransformer.training.options import CPU_RECIPES, RECIPES, recipe
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MULTI30K = REPO_ROOT.parent / "shared" / "data" / "multi30k"
+needs_multi30k = pytest.mark.skipif(not MULTI30K.is_dir(), reason=f"Multi30k files not found at {MULTI30K}")
+
+
+def test_off_cuda_multi30k_trains_the_small_model_with_the_laptop_recipe() -> None:
+    o = TrainOptions(dataset="multi30k", device="cpu").resolved()
+    assert (o.preset, o.epochs, o.warmup, o.lr_factor, o.batch_tokens, o.valid_sentences) == \
+        ("small", 10, 400, 0.5, 4096, 300)
+    assert o.eval_sentences is None  # the test split is scored in full
+    config = o.model_config(8000)
+    assert (config.d_model, config.n_heads, config.d_ff, config.n_encoder_layers, config.n_decoder_layers,
+            config.dropout, config.tie_embeddings) == (256, 4, 1024, 3, 3, 0.1, True)
+    assert 7_000_000 < Transformer(config).num_parameters() < 8_000_000
+    assert TrainOptions(dataset="multi30k", device="mps").resolved().preset == "small"  # any machine without CUDA
+
+
+def test_on_cuda_multi30k_trains_the_base_model_as_before() -> None:
+    o = TrainOptions(dataset="multi30k", device="cuda").resolved()
+    assert (o.preset, o.epochs, o.warmup, o.lr_factor, o.valid_sentences) == ("base", 40, 1500, 1.0, None)
+    assert o.model_config(8000) == TransformerConfig.base(8000)
+    assert TrainOptions(dataset="multi30k", device="cuda:1").resolved().preset == "base"
+
+
+def test_auto_follows_whether_cuda_is_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    for available, preset in ((True, "base"), (False, "small")):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda available=available: available)
+        assert TrainOptions(dataset="multi30k").resolved().preset == preset
+        assert recipe("multi30k")["preset"] == preset
+
+
+def test_options_given_override_the_laptop_recipe() -> None:
+    base = TrainOptions(dataset="multi30k", device="cpu", preset="base").resolved()
+    assert base.model_config(8000) == TransformerConfig.base(8000)  # the preset's own sizes, not the recipe's
+    narrow = TrainOptions(dataset="multi30k", device="cpu", d_model=128, epochs=3, warmup=50,
+                          valid_sentences=20).resolved()
+    assert (narrow.preset, narrow.d_model, narrow.epochs, narrow.warmup, narrow.valid_sentences) == \
+        ("small", 128, 3, 50, 20)
+    assert narrow.model_config(8000).d_ff == 1024
+    assert TrainOptions(dataset="multi30k", device="cpu", max_steps=5).resolved().epochs is None
+
+
+def test_other_datasets_take_the_same_recipe_everywhere() -> None:
+    for dataset in ("dates",):
+        on_cpu = TrainOptions(dataset=dataset, device="cpu").resolved()
+        assert dataclasses.replace(on_cpu, device="cuda") == TrainOptions(dataset=dataset, device="cuda").resolved()
+    assert set(CPU_RECIPES) <= set(RECIPES)
+    with pytest.raises(ValueError, match="dataset must be one of"):
+        recipe("wmt14", "cpu")
+
+
+def test_the_small_preset_keeps_the_base_models_proportions() -> None:
+    small, base = TransformerConfig.small(8000), TransformerConfig.base(8000)
+    assert small.d_ff / small.d_model == base.d_ff / base.d_model == 4
+    assert small.d_k == base.d_k == 64
+    assert TransformerConfig.small(100, dropout=0.3).dropout == 0.3
+
+
+@pytest.mark.parametrize(("sentence", "expected"), [
+    ("Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt.", "de"),
+    ("Eine Gruppe von Menschen steht vor einem Iglu.", "de"),
+    ("A man in an orange hat starring at something.", "en"),
+    ("The dog is running through the grass with a ball.", "en"),
+    ("Zwei Hunde.", None),  # no function word: too little evidence either way
+    ("Friday, March 3, 2023", None),
+    ("", None),
+])
+def test_guess_language_says_only_what_the_function_words_show(sentence: str, expected: str | None) -> None:
+    assert guess_language(sentence) == expected
+
+
+def test_guess_language_refuses_what_is_not_text() -> None:
+    with pytest.raises(TypeError, match="sentence must be a str, got int"):
+        guess_language(3)  # type: ignore[arg-type]
+
+
+@needs_multi30k
+def test_guess_language_never_calls_a_multi30k_sentence_the_other_language() -> None:
+    for split in ("validation", "test"):
+        pairs = load_multi30k(split, MULTI30K)
+        assert [s for s, _ in pairs if guess_language(s) == "en"] == []
+        assert [t for _, t in pairs if guess_language(t) == "de"] == []
+        # and it speaks for most of them
+        assert sum(guess_language(s) == "de" for s, _ in pairs) > 0.85 * len(pairs)
+
+
+@pytest.fixture(scope="module")
+def tiny_translator(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny German -> English model trained for a few steps through the command line, on the CPU."""
+    if not MULTI30K.is_dir():
+        pytest.skip(f"Multi30k files not found at {MULTI30K}")
+    out = tmp_path_factory.mktemp("m30k") / "run"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(out.parent / "cache"))
+        mp.setenv("TQDM_DISABLE", "1")
+        stdout = io.StringIO()
+        mp.setattr("sys.stdout", stdout)
+        assert main(["train", "--dataset", "multi30k", "--data-dir", str(MULTI30K), "--device", "cpu",
+                     "--train-size", "300", "--vocab-size", "600", "--d-model", "32", "--n-heads", "2",
+                     "--d-ff", "64", "--layers", "1", "--batch-tokens", "1500", "--epochs", "2", "--warmup", "20",
+                     "--valid-sentences", "4", "--eval-sentences", "12", "--show", "0", "--test-beam", "1",
+                     "--out", str(out)]) == 0
+    (out / "stdout.txt").write_text(stdout.getvalue())
+    return out
+
+
+def test_a_tiny_multi30k_run_says_its_recipe_and_records_what_translate_needs(tiny_translator: Path) -> None:
+    printed = (tiny_translator / "stdout.txt").read_text()
+    assert "recipe: the laptop recipe of multi30k (no CUDA GPU here): 2 epochs, warm-up 20" in printed  # sizes given: no "small model"
+    assert "of training estimated from this CPU's speed now" in printed
+    setup = next(r for r in read_log(tiny_translator / "log.jsonl") if r["event"] == "setup")
+    assert setup["recipe"] == "laptop" and setup["options"]["preset"] == "small"
+    assert setup["config"]["embedding_init"] == "normal"
+    test = next(r for r in read_log(tiny_translator / "log.jsonl") if r["event"] == "test")
+    assert test["n"] == 12  # --eval-sentences; validation took only --valid-sentences
+    checkpoint = load_checkpoint(sorted(tiny_translator.glob("checkpoint-*.pt"))[-1])
+    assert checkpoint["metrics"]["train_max_tokens"] == setup["max_tokens"]
+
+
+def _translate(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    assert main(["translate", *args]) == 0
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
+def test_translate_warns_when_the_source_looks_like_the_other_language(
+        tiny_translator: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, err = _translate(["--checkpoint", str(tiny_translator), "Ein Hund läuft mit einem Ball."], capsys)
+    assert "looks" not in err
+    _, err = _translate(["--checkpoint", str(tiny_translator), "A dog is running with a ball."], capsys)
+    assert ("sentence 1 ('A dog is running with a ball.') looks English, but this model translates from German: "
+            "its translation is a guess") in err
+
+
+def test_translate_warns_about_input_longer_than_every_training_sentence(
+        tiny_translator: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    longest = load_checkpoint(sorted(tiny_translator.glob("checkpoint-*.pt"))[-1])["metrics"]["train_max_tokens"]
+    long_sentence = " ".join(["Ein Mann mit einem Hut und ein Hund auf einer Wiese."] * 8)
+    _, err = _translate(["--checkpoint", str(tiny_translator), long_sentence], capsys)
+    assert f"longer than every training sentence (at most {longest})" in err
+
+
+def test_translate_reads_a_file_and_keeps_its_lines(tiny_translator: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("Ein Hund.\n\nZwei Männer spielen Fußball.\n", encoding="utf-8")
+    out, err = _translate(["--checkpoint", str(tiny_translator), "--input", str(source)], capsys)
+    lines = out.split("\n")[:-1]
+    assert len(lines) == 3 and lines[1] == ""
+    assert f"line(s) 2 of --input {source} are empty" in err
+    assert main(["translate", "--checkpoint", str(tiny_translator), "--input", str(source), "Ein Hund."]) == 2
+    assert "give sentences as arguments or --input FILE, not both" in capsys.readouterr().err
+    assert main(["translate", "--checkpoint", str(tiny_translator), "--input", str(tmp_path / "missing.txt")]) == 2
+    assert "missing.txt is not a file: expected a text file of sentences" in capsys.readouterr().err
+
+
+def test_attention_gives_the_same_warnings(tiny_translator: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["attention", "A dog is running with a ball.", "--checkpoint", str(tiny_translator),
+                 "--out", str(tmp_path / "maps"), "--kinds", "cross"]) == 0
+    assert "the sentence ('A dog is running with a ball.') looks English" in capsys.readouterr().err
+
+
+def test_an_old_checkpoint_without_the_stored_length_reads_it_from_its_runs_log(tiny_translator: Path) -> None:
+    from minitransformer.cli import training_length
+
+    checkpoint = load_checkpoint(sorted(tiny_translator.glob("checkpoint-*.pt"))[-1])
+    del checkpoint["metrics"]["train_max_tokens"]
+    setup = next(json.loads(line) for line in (tiny_translator / "log.jsonl").read_text().splitlines()
+                 if json.loads(line)["event"] == "setup")
+    assert training_length(checkpoint, tiny_translator) == setup["max_tokens"]
+    assert training_length(checkpoint, tiny_translator.parent / "elsewhere.pt") is None
