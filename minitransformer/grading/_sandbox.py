@@ -73,25 +73,25 @@ def kill(process: subprocess.Popen) -> None:
 _POISON = '''"""Stand-ins for the pieces this exercise asks the learner to write (the grading sandbox only)."""
 
 USED = []
+SERVED = set()  # the pieces the grader computes while the running check calls the learner's code (its fixed list)
 
 
 class ReferenceUsed(BaseException):
     """The learner's code called the package's (or PyTorch's) version of the piece a task asks for."""
 
 
-def hit(label):
+def hit(label, why=""):
     USED.append(label)
-    return ReferenceUsed(label)
+    return ReferenceUsed(label + why)
 
 
-def stub(label, target=None):
-    """A stand-in that raises, or (``target`` given) asks the grader, which computes the piece unless the
-    running check asks the learner to write it."""
+def stub(label, target=None, why=""):
+    """A stand-in that raises; while a check that lists ``target`` runs, the grader computes it instead."""
     def poisoned(*args, **kwargs):
-        if target is not None:
-            from minitransformer.grading._runner import ask_piece
-            return ask_piece(target, label, args, kwargs)
-        raise hit(label)
+        if target is not None and target in SERVED:
+            from minitransformer.grading._runner import ask_served
+            return ask_served(target, args, kwargs)
+        raise hit(label, why)
     poisoned.__name__ = label
     return poisoned
 '''
@@ -113,26 +113,27 @@ for _name in CHECKS:
 '''
 
 
-def _poison_source(source: str, names: set[str], module: str) -> str:
-    """``source`` with the body of each top-level function in ``names`` raising, and the name bound to a stand-in.
+def _poison_source(source: str, names: dict[str, str], module: str) -> str:
+    """``source`` with each top-level function in ``names`` replaced by a stand-in that raises.
 
-    Classes are not rewritten: the package's own models (which the checks hand to the learner's
-    code, e.g. a Transformer for greedy decoding) are made of them; the runner disables the avoided
-    classes while the learner's code answers their check (see :mod:`._runner`).
+    ``names`` maps a function's name to the task that asks the learner to write it, for the message.
+    The code of the function is not in the sandbox at all (not in memory, not on disk), so neither an
+    alias, a default argument nor a copy of its code object can bring it back. Classes are not
+    rewritten: the package's own models (which the checks hand to the learner's code, e.g. a
+    Transformer for greedy decoding) are made of them; the runner disables the avoided classes while
+    the learner's code answers their check (see :mod:`._runner`).
     """
     tree = ast.parse(source)
-
-    def raising(label: str) -> list[ast.stmt]:
-        return ast.parse(f"raise __import__('minitransformer._poison', fromlist=['hit']).hit({label!r})").body
-
     body: list[ast.stmt] = []
     for node in tree.body:
-        body.append(node)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
-            node.body = raising(f"minitransformer's {node.name}")
-            # Other tasks may use the piece: the stand-in asks the grader, which refuses it to this one's check.
+            label = f"minitransformer's {node.name}"
+            why = (f" is not available in the grading sandbox: {names[node.name]} asks you to write it yourself "
+                   "(build it from PyTorch operations)")
             body += ast.parse(f"{node.name} = __import__('minitransformer._poison', fromlist=['stub']).stub("
-                              f"{'minitransformer' + chr(39) + 's ' + node.name!r}, {module + ':' + node.name!r})").body
+                              f"{label!r}, {module + ':' + node.name!r}, {why!r})").body
+            continue
+        body.append(node)
     tree.body = body
     return ast.unparse(ast.fix_missing_locations(tree))
 
@@ -141,20 +142,22 @@ class KernelPackage:
     """A private, read-only copy of ``minitransformer`` for the sandbox: no checks, no reference, poisoned pieces.
 
     Args:
-        avoid: ``"minitransformer.module:Name"`` pieces the exercise asks the learner to write.
+        avoid: ``"minitransformer.module:Name"`` pieces the exercise asks the learner to write, each with the
+            task that asks for it (a sequence of targets alone is read as "a task of this exercise").
         check_names: the names the stand-in ``minitransformer.grading`` defines.
     """
 
-    def __init__(self, avoid: Sequence[str] = (), check_names: Sequence[str] = ()) -> None:
+    def __init__(self, avoid: Sequence[str] | dict[str, str] = (), check_names: Sequence[str] = ()) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="minitransformer-sandbox-"))
-        by_file: dict[Path, set[str]] = {}
-        for target in avoid:
+        tasks = dict(avoid) if isinstance(avoid, dict) else {a: "a task of this exercise" for a in avoid}
+        by_file: dict[Path, dict[str, str]] = {}
+        for target, task in tasks.items():
             module, _, name = target.partition(":")
             if not module.startswith("minitransformer."):
                 continue
             rel = Path(*module.split(".")[1:])
             path = rel.with_suffix(".py") if (_PACKAGE / rel.with_suffix(".py")).is_file() else rel / "__init__.py"
-            by_file.setdefault(path, set()).add(name)
+            by_file.setdefault(path, {})[name] = task
         self.files: dict[Path, bytes] = {}
         for p in sorted(_PACKAGE.rglob("*")):
             if not p.is_file() or "__pycache__" in p.parts or p.suffix == ".pyc":

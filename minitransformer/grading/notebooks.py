@@ -239,7 +239,7 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
     """
     import nbformat
 
-    from ._remote import avoided, check_functions, run_submission
+    from ._remote import check_functions, run_submission
     from ._sandbox import INSTALL_HINT, KernelPackage, sandbox_available
 
     check_limits(timeout, notebook_timeout)
@@ -273,13 +273,11 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
         report.notes.append(f"matched to exercise {name} by the names it defines")
     cells = _plan(nb, ref, report.notes)
     checks = check_functions()
-    avoid = sorted({a for c in cells if c["kind"] == "check" for a in avoided(c["source"], checks)})
+    taken = _taken_out(cells, ref, checks)
     packages = package if isinstance(package, dict) else {}
-    from ._remote import _is_function
-
-    key = tuple(a for a in avoid if _is_function(a))
+    key = tuple(sorted(taken.items()))
     if key not in packages:
-        packages[key] = KernelPackage(key, sorted(checks))
+        packages[key] = KernelPackage(taken, sorted(checks))
     copy = packages[key]
     try:
         run = run_submission(cells, copy, notebook=raw, sandbox=sandbox, cell_timeout=timeout,
@@ -299,6 +297,19 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
             t.score = 0.0
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _taken_out(cells: list[dict[str, Any]], ref: dict[str, Any], checks: dict[str, Any]) -> dict[str, str]:
+    """The package functions the exercise's tasks ask the learner to write, each with the task that asks for it."""
+    from ._remote import _is_function, avoided
+
+    taken: dict[str, str] = {}
+    for cell in cells:
+        if cell["kind"] == "check":
+            for target in avoided(cell["source"], checks):
+                if _is_function(target):
+                    taken.setdefault(target, f"task {cell['grade_id']} of exercise {ref['exercise']}")
+    return taken
 
 
 def check_limits(timeout: float, notebook_timeout: float) -> None:
