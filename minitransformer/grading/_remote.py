@@ -446,6 +446,7 @@ class RunResult:
     exit_code: int | None = None
     output: str = ""
     output_cut: bool = False
+    limit_hit: str | None = None  # why a memory or process limit stopped the submission
 
 
 def _cell(header: dict[str, Any], cells: list[dict[str, Any]]) -> int:
@@ -537,5 +538,6 @@ def run_submission(cells: list[dict[str, Any]], package: Any, *, notebook: bytes
         result.gone = str(err)
     finally:
         result.exit_code = box.close()
+        result.limit_hit = box.limit_hit
         result.output, result.output_cut = box.output.text(), box.output.cut
     return result

@@ -41,11 +41,15 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
+from ._limits import Limits
+
 _PACKAGE = Path(__file__).resolve().parents[1]  # minitransformer/
 _INSIDE_PACKAGE = "/opt/minitransformer-grading"  # where the sandbox sees its copy of the package
 _INSIDE_WORK = "/submission"
-_TMP_SIZE = 512 << 20  # bytes of the sandbox's /tmp (memory)
-_FILE_SIZE = 256 << 20  # largest file a submission may write
+_TMP_SIZE = 256 << 20  # bytes of the sandbox's /tmp (memory)
+_WORK_SIZE = 128 << 20  # bytes of the sandbox's work folder (memory, not the instructor's disk)
+_SHM_SIZE = 64 << 20  # bytes of its /dev/shm
+_FILE_SIZE = 128 << 20  # largest file a submission may write
 _LIVE: set[subprocess.Popen] = set()  # sandboxes still going, killed by kill_all when grading stops early
 
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: `sudo dnf install "
@@ -241,8 +245,35 @@ def _python_dirs() -> list[str]:
     return kept
 
 
-def sandbox_argv(package: KernelPackage, workdir: Path, command: Sequence[str], env: dict[str, str]) -> list[str]:
-    """The ``bwrap`` command line that runs ``command`` in the sandbox described in the module docstring."""
+def _hidden(bound: Sequence[str]) -> list[str]:
+    """The bwrap options that hide the grader's own package wherever a bound folder holds it.
+
+    With a regular install (``pip install .``, a wheel) site-packages, bound read-only so that Python
+    and PyTorch work, holds ``minitransformer/grading`` with the checks and the reference: the
+    sandbox's stripped copy is bound over it. A course checkout inside a bound folder (a virtual
+    environment that holds it) loses its solutions, tests and exercises to empty folders.
+    """
+    def inside(path: Path) -> bool:
+        real = os.path.realpath(path)
+        return any(real == d or real.startswith(d.rstrip("/") + "/") for d in bound)
+
+    options: list[str] = []
+    if inside(_PACKAGE):
+        options += ["--ro-bind", "{copy}", str(_PACKAGE)]
+    for name in ("solutions", "exercises", "tests", "notebooks", ".git"):
+        folder = _PACKAGE.parent / name
+        if folder.is_dir() and inside(folder):
+            options += ["--tmpfs", str(folder), "--remount-ro", str(folder)]
+    return options
+
+
+def sandbox_argv(package: KernelPackage, notebook_fd: int | None, command: Sequence[str],
+                 env: dict[str, str]) -> list[str]:
+    """The ``bwrap`` command line that runs ``command`` in the sandbox described in the module docstring.
+
+    The work folder is a size-limited ``tmpfs`` (``notebook_fd``, a readable descriptor, is copied into
+    it as ``submission.ipynb``): what the submission writes never reaches the instructor's disk.
+    """
     bwrap = shutil.which("bwrap") or "/usr/bin/bwrap"
     argv = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "grading",
@@ -259,11 +290,18 @@ def sandbox_argv(package: KernelPackage, workdir: Path, command: Sequence[str], 
                  "alternatives"):
         if os.path.exists(f"/etc/{name}"):
             argv += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    bound = ["/usr", *(os.path.realpath(top) for top in ("/bin", "/sbin", "/lib", "/lib64") if os.path.isdir(top))]
     for d in _python_dirs():
         argv += ["--ro-bind", d, d]
-    argv += ["--ro-bind", str(package.root), _INSIDE_PACKAGE, "--proc", "/proc", "--dev", "/dev",
-             "--bind", str(workdir), _INSIDE_WORK,
-             "--chdir", _INSIDE_WORK, "--clearenv"]
+        bound.append(os.path.realpath(d))
+    copy = str(package.root / "minitransformer")
+    argv += [a.replace("{copy}", copy) for a in _hidden(bound)]
+    argv += ["--ro-bind", str(package.root), _INSIDE_PACKAGE, "--proc", "/proc",
+             "--dev", "/dev", "--size", str(_SHM_SIZE), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+             "--size", str(_WORK_SIZE), "--tmpfs", _INSIDE_WORK]
+    if notebook_fd is not None:
+        argv += ["--file", str(notebook_fd), f"{_INSIDE_WORK}/submission.ipynb"]
+    argv += ["--chdir", _INSIDE_WORK, "--clearenv"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
     return [*argv, "--", *command]
@@ -281,9 +319,8 @@ def sandbox_available() -> tuple[bool, str]:
         _PROBE = (False, "bubblewrap (bwrap) is not installed")
         return _PROBE
     package = KernelPackage()
-    work = Path(tempfile.mkdtemp(prefix="grading-probe-"))
     try:
-        argv = sandbox_argv(package, work, [sys.executable, "-c", "import minitransformer, os; print(os.getpid())"],
+        argv = sandbox_argv(package, None, [sys.executable, "-c", "import minitransformer, os; print(os.getpid())"],
                             {"PATH": "/usr/bin:/bin", "PYTHONPATH": _INSIDE_PACKAGE})
         done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         if done.returncode == 0 and done.stdout.strip() in ("1", "2", "3"):
@@ -297,7 +334,6 @@ def sandbox_available() -> tuple[bool, str]:
         _PROBE = (False, f"bubblewrap failed to start: {err}")
     finally:
         package.remove()
-        shutil.rmtree(work, ignore_errors=True)
     return _PROBE
 
 
@@ -334,7 +370,7 @@ class Output:
         return self.total > len(self.head) + len(self.tail)
 
 
-def _limits(memory_mb: int) -> Any:
+def _limits(memory_mb: int, limits: Limits) -> Any:
     def apply() -> None:
         import resource
 
@@ -347,6 +383,7 @@ def _limits(memory_mb: int) -> Any:
                 resource.setrlimit(which, (value, value))
             except (ValueError, OSError):
                 pass
+        limits.enter()
     return apply if hasattr(os, "fork") else None
 
 
@@ -355,40 +392,60 @@ class Sandboxed:
 
     def __init__(self, package: KernelPackage, notebook: bytes | None, *, sandbox: bool, memory_mb: int) -> None:
         self.private = Path(tempfile.mkdtemp(prefix="submission-"))
-        work = self.private / "work"
-        work.mkdir()
-        if notebook is not None:
-            (work / "submission.ipynb").write_bytes(notebook)
+        self.limits = Limits(memory_mb)
+        self.limit_hit: str | None = None
         req_r, self.req_w = os.pipe()  # grader -> runner
         self.out_r, out_w = os.pipe()  # runner -> grader
         intr_r, self.intr_w = os.pipe()  # grader -> runner: interrupt
+        passed = [req_r, out_w, intr_r]
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "OPENBLAS_NUM_THREADS": "1", "TQDM_DISABLE": "1", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1"}
         command = [sys.executable, "-s", "-m", "minitransformer.grading._runner", str(req_r), str(out_w), str(intr_r)]
         if sandbox:
             env.update(HOME="/tmp", TMPDIR="/tmp", MPLCONFIGDIR="/tmp/matplotlib", PYTHONPATH=_INSIDE_PACKAGE)
-            argv, cwd = sandbox_argv(package, work, command, env), None
+            notebook_fd = self._notebook_fd(notebook) if notebook is not None else None
+            if notebook_fd is not None:
+                passed.append(notebook_fd)
+            argv, cwd = sandbox_argv(package, notebook_fd, command, env), None
         else:
-            home, tmp = self.private / "home", self.private / "tmp"
-            home.mkdir()
-            tmp.mkdir()
+            work, home, tmp = self.private / "work", self.private / "home", self.private / "tmp"
+            for folder in (work, home, tmp):
+                folder.mkdir()
+            if notebook is not None:
+                (work / "submission.ipynb").write_bytes(notebook)
             env.update(HOME=str(home), TMPDIR=str(tmp), MPLCONFIGDIR=str(tmp / "matplotlib"),
                        PYTHONPATH=str(package.root))
             for key in ("SYSTEMROOT", "LD_LIBRARY_PATH"):
                 if key in os.environ:
                     env[key] = os.environ[key]
             argv, cwd = command, work
-        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, cwd=cwd, env=env if not sandbox else {},
-                                        pass_fds=(req_r, out_w, intr_r), start_new_session=True,
-                                        preexec_fn=_limits(memory_mb))
+        try:
+            self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                            stderr=subprocess.STDOUT, cwd=cwd, env=env if not sandbox else {},
+                                            pass_fds=passed, start_new_session=True,
+                                            preexec_fn=_limits(memory_mb, self.limits))
+        except BaseException:
+            for fd in (*passed, self.req_w, self.out_r, self.intr_w):
+                os.close(fd)
+            self.limits.close()
+            shutil.rmtree(self.private, ignore_errors=True)
+            raise
         _LIVE.add(self.process)
-        for fd in (req_r, out_w, intr_r):
+        for fd in passed:
             os.close(fd)
+        self.limits.watch(self.process.pid, lambda: kill(self.process))
         self.output = Output()
         self._reader = threading.Thread(target=self._read_output, daemon=True)
         self._reader.start()
+
+    def _notebook_fd(self, notebook: bytes) -> int:
+        """A descriptor to read the notebook from (bwrap copies it into the sandbox's work folder)."""
+        path = self.private / "submission.ipynb"
+        path.write_bytes(notebook)
+        fd = os.open(path, os.O_RDONLY)
+        path.unlink()
+        return fd
 
     def _read_output(self) -> None:
         assert self.process.stdout is not None
@@ -415,6 +472,8 @@ class Sandboxed:
             code = self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             code = None
+        self.limit_hit = self.limits.hit()
+        self.limits.close()
         _LIVE.discard(self.process)
         self._reader.join(timeout=5)
         for fd in (self.req_w, self.out_r, self.intr_w):

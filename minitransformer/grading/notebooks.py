@@ -331,6 +331,9 @@ def _score(cells: list[dict[str, Any]], ref: dict[str, Any], run: Any, timeout: 
     elif run.crash:
         stopped = f"not run: the grader's runner failed ({run.crash.get('ename')}: {run.crash.get('evalue')})"
         report.notes.append(stopped)
+    elif not run.ended and run.limit_hit:
+        stopped = f"not run: the submission was stopped because {run.limit_hit}"
+        report.notes.append(stopped)
     elif not run.ended:
         why = run.gone or ("a cell ignored the interrupt after its time limit" if run.timed_out_cells else
                            "the submission's process died" + (" (out of memory?)" if "MemoryError" in run.output else ""))
