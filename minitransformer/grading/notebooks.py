@@ -28,6 +28,10 @@ __all__ = ["Report", "TaskResult", "grade_notebook", "identify", "load_reference
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+class NoSandbox(RuntimeError):
+    """Bubblewrap cannot make a sandbox here: nothing can be graded (not a fault of one submission)."""
+
+
 @dataclass
 class TaskResult:
     """The outcome of one graded task (one check cell)."""
@@ -151,9 +155,8 @@ def identify(nb: Any | None, path: Path, refs: dict[str, dict[str, Any]], exerci
     if exercise:
         return (exercise, "--exercise") if exercise in refs else (None, f"unknown exercise {exercise!r}")
     if nb is not None:
-        meta = nb.get("metadata", {})
-        for declared in (meta.get("minitransformer", {}).get("exercise"), meta.get("grading", {}).get("exercise")):
-            if declared in refs:
+        for declared in (_field(nb, "metadata", "minitransformer", "exercise"), _field(nb, "metadata", "grading", "exercise")):
+            if isinstance(declared, str) and declared in refs:
                 return declared, "metadata"
     for part in [path.stem, *reversed(path.parent.parts)]:
         if part in refs:
@@ -170,13 +173,22 @@ def identify(nb: Any | None, path: Path, refs: dict[str, dict[str, Any]], exerci
 # One notebook
 # ------------------------------------------------------------------------------------------------
 
+def _field(node: Any, *keys: str) -> Any:
+    """``node[k1][k2]...``, or None where a level is missing or not a mapping (metadata is the submission's)."""
+    for key in keys:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
+
+
 def _grade_id(cell: Any) -> str | None:
-    meta = cell.get("metadata", {})
-    info = meta.get("nbgrader", {})
-    if isinstance(info, dict) and info.get("grade"):
-        return info.get("grade_id")
-    legacy = meta.get("grading")
-    return legacy.get("grade_id") if isinstance(legacy, dict) else None
+    """The check cell's grade id (nbgrader's, or the older ``grading`` metadata); None unless it is a string."""
+    if _field(cell, "metadata", "nbgrader", "grade"):
+        grade_id = _field(cell, "metadata", "nbgrader", "grade_id")
+    else:
+        grade_id = _field(cell, "metadata", "grading", "grade_id")
+    return grade_id if isinstance(grade_id, str) else None
 
 
 def _plan(nb: Any, ref: dict[str, Any], notes: list[str]) -> list[dict[str, Any]]:
@@ -246,7 +258,7 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
     if sandbox is None:
         works, why = sandbox_available()
         if not works:
-            raise RuntimeError(f"cannot grade in a sandbox: {why}. To grade untrusted code, {INSTALL_HINT}.")
+            raise NoSandbox(f"cannot grade in a sandbox: {why}. To grade untrusted code, {INSTALL_HINT}.")
         sandbox = True
     path = Path(path)
     refs = references if references is not None else load_references()
