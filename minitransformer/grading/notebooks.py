@@ -285,6 +285,7 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
         report.notes.append(f"matched to exercise {name} by the names it defines")
     cells = _plan(nb, ref, report.notes)
     checks = check_functions()
+    _scan_sources(cells, checks)
     taken = _taken_out(cells, ref, checks)
     packages = package if isinstance(package, dict) else {}
     key = tuple(sorted(taken.items()))
@@ -309,6 +310,17 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
             t.score = 0.0
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _scan_sources(cells: list[dict[str, Any]], checks: dict[str, Any]) -> None:
+    """Mark each check cell whose task's code, as submitted, names the piece it forbids (see :mod:`._scan`)."""
+    from ._remote import avoided
+    from ._scan import smuggled
+
+    code = [c["source"] for c in cells if c["kind"] == "code"]
+    for cell in cells:
+        if cell["kind"] == "check":
+            cell["smuggled"] = smuggled(code, cell["source"], checks, avoided(cell["source"], checks))
 
 
 def _taken_out(cells: list[dict[str, Any]], ref: dict[str, Any], checks: dict[str, Any]) -> dict[str, str]:
@@ -374,6 +386,9 @@ def _score(cells: list[dict[str, Any]], ref: dict[str, Any], run: Any, timeout: 
             results.append(TaskResult(task["grade_id"], task["title"], points, 0.0, message))
             continue
         parts = event.get("parts", [])
+        if cells[index].get("smuggled"):
+            results.append(TaskResult(task["grade_id"], task["title"], points, 0.0, cells[index]["smuggled"]))
+            continue
         weights = task.get("parts") or None
         if weights and len(weights) == len(parts):
             score = sum(float(w) for w, p in zip(weights, parts) if p["passed"])
