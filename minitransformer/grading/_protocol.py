@@ -25,7 +25,7 @@ MAX_HEADER = 1 << 20  # bytes of JSON in one frame
 MAX_PAYLOAD = 256 << 20  # bytes of tensors in one frame
 STALL = 20.0  # seconds a frame may pause half-way
 MAX_ELEMENTS = 32 << 20  # tensor elements in one answer from the sandbox (a stride-0 view may claim far more than it sends)
-WRITE_WAIT = 30.0  # seconds the grader waits for the runner to read what it sends
+WRITE_WAIT = 10.0  # seconds the grader waits for the runner to read what it sends
 
 
 class Closed(Exception):

@@ -505,7 +505,9 @@ def run_submission(cells: list[dict[str, Any]], package: Any, *, notebook: bytes
                 elif not box.alive():
                     break  # the runner ended, but something it started holds the channel open
                 continue
-            except (Closed, TooLarge, ValueError, OSError):
+            except (Closed, TooLarge, ValueError, OSError) as err:
+                if not isinstance(err, Closed):
+                    result.gone = f"the submission's process sent a message the grader refuses ({err})"
                 break
             event = header.get("event")
             if event == "start":
