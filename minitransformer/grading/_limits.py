@@ -225,4 +225,4 @@ def mechanism(memory_mb: int) -> str:
         return (f"memory {memory_mb} MiB per process (RLIMIT_AS) and per submission by a watchdog summing its "
                 f"processes' resident memory; at most {MAX_PROCESSES} processes (watchdog); no cgroup could be made")
     memory = f"memory {memory_mb} MiB per submission" if memory_mb else "no memory limit"
-    return f"{memory} and at most {MAX_PROCESSES} tasks, by a {_PROBED} cgroup per submission"
+    return f"{memory} and at most {MAX_PROCESSES} tasks, by one {_PROBED} group per submission"
