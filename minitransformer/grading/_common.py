@@ -128,13 +128,18 @@ def _learner_globals(args: Sequence[Any]) -> list[dict[str, Any]]:
     return spaces
 
 
-def _isolated(check: _Check | None = None, *, avoid: Sequence[str] = ()) -> Any:
+def _isolated(check: _Check | None = None, *, avoid: Sequence[str] = (), serve: Sequence[str] = ()) -> Any:
     """Run a check without gradients and without touching the caller's random generators.
 
     ``avoid`` names the package's (or PyTorch's) versions of the piece the task asks for, as
     ``"module:name"``. While the check runs they fail when the learner's code calls them, however
     they were imported, and the check then fails with a message that names its task. Use as
     ``@_isolated`` or ``@_isolated(avoid=[...])``.
+
+    ``serve`` names pieces that another task of the same exercise takes out of the grading sandbox
+    but that the code this check hands to the learner needs (the package's model builds its target
+    mask): while this check calls the learner's code, and only then, the grader computes them, from
+    its fixed table (``_remote.SERVED``: the exact callables and the checks of their arguments).
     """
     def decorate(check: _Check) -> _Check:
         @functools.wraps(check)
@@ -158,6 +163,7 @@ def _isolated(check: _Check | None = None, *, avoid: Sequence[str] = ()) -> Any:
                 )
 
         wrapper.__avoid__ = tuple(avoid)  # type: ignore[attr-defined]  # the grader takes them out of the sandbox
+        wrapper.__serve__ = tuple(serve)  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]
 
     return decorate(check) if check is not None else decorate

@@ -23,7 +23,9 @@ __all__ = ["Closed", "TooLarge", "read_frame", "write_frame"]
 
 MAX_HEADER = 1 << 20  # bytes of JSON in one frame
 MAX_PAYLOAD = 256 << 20  # bytes of tensors in one frame
-STALL = 60.0  # seconds a frame may pause half-way
+STALL = 20.0  # seconds a frame may pause half-way
+MAX_ELEMENTS = 32 << 20  # tensor elements in one answer from the sandbox (a stride-0 view may claim far more than it sends)
+WRITE_WAIT = 10.0  # seconds the grader waits for the runner to read what it sends
 
 
 class Closed(Exception):
@@ -34,12 +36,27 @@ class TooLarge(Exception):
     """A frame larger than the grader accepts."""
 
 
-def write_frame(fd: int, header: dict[str, Any], payload: bytes = b"") -> None:
-    """Write one frame to the file descriptor ``fd`` (blocking)."""
+def write_frame(fd: int, header: dict[str, Any], payload: bytes = b"", deadline: float | None = None) -> None:
+    """Write one frame to the file descriptor ``fd``.
+
+    With a ``deadline`` (``time.monotonic()``) the grader never blocks past it: ``fd`` is switched to
+    non-blocking writes and ``TimeoutError`` is raised when the other side stops reading (a
+    submission that asks for something and never reads the answer must not hang the grader).
+    Without one (the runner's side) the write blocks.
+    """
     head = json.dumps(header).encode()
     data = memoryview(struct.pack("<II", len(head), len(payload)) + head + payload)
+    if deadline is not None:
+        os.set_blocking(fd, False)
     while data:
-        written = os.write(fd, data)
+        if deadline is not None:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([], [fd], [], wait)[1]:
+                raise TimeoutError("the other side stopped reading")
+        try:
+            written = os.write(fd, data)
+        except BlockingIOError:
+            continue
         data = data[written:]
 
 
@@ -92,8 +109,39 @@ def save_plain(obj: Any) -> bytes:
     return buffer.getvalue()
 
 
-def load_plain(data: bytes) -> Any:
-    """Read what :func:`save_plain` wrote, allowing only plain data (the grader's side)."""
+def load_plain(data: bytes, max_elements: int = MAX_ELEMENTS) -> Any:
+    """Read what :func:`save_plain` wrote, allowing only plain data (the grader's side).
+
+    Only dense tensors of at most ``max_elements`` elements in all are accepted: a view with zero
+    strides can claim billions of elements on a few bytes of storage, and the checks copy what they
+    compare (``.double()``), so such an answer would otherwise make the grader allocate without bound.
+
+    Raises:
+        TooLarge: a tensor that is not dense, or too many elements.
+    """
     import torch
 
-    return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+    value = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+    total = 0
+    for tensor in _tensors_in(value, 0):
+        if tensor.layout != torch.strided or tensor.is_meta or tensor.is_quantized:
+            raise TooLarge(f"a {tensor.layout} tensor: the grader accepts only dense tensors")
+        total += tensor.numel()
+        if total > max_elements:
+            raise TooLarge(f"tensors of more than {max_elements:,} elements in one answer")
+    return value
+
+
+def _tensors_in(value: Any, depth: int) -> Any:
+    import torch
+
+    if depth > 50:
+        raise TooLarge("an answer nested more than 50 levels deep")
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors_in(item, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors_in(item, depth + 1)

@@ -42,7 +42,7 @@ from torch import nn
 
 from . import _common
 from ._runner import _tensors  # one definition: the tensors a call may change in place
-from ._protocol import Closed, TooLarge, load_plain, read_frame, write_frame
+from ._protocol import WRITE_WAIT, Closed, TooLarge, load_plain, read_frame, write_frame
 
 __all__ = ["CHECK_LOCK", "CheckTimeout", "KernelGone", "Link", "run_check_cell"]
 
@@ -67,23 +67,33 @@ class Link:
         self.callbacks: dict[int, Callable[..., Any]] = {}
         self.dead: str | None = None
         self.forbidden: set[str] = set()  # the pieces the running check asks the learner to write
+        self.serving: set[str] = set()  # the pieces (keys of SERVED) the running check lets the grader compute
 
     def _read(self, deadline: float | None) -> tuple[dict[str, Any], bytes]:
         try:
             return read_frame(self.box.out_r, deadline)
+        except TimeoutError:  # the check's deadline, not a dead process (TimeoutError is an OSError)
+            raise
         except (Closed, TooLarge, ValueError, OSError) as err:
             self.dead = f"the submission's process stopped answering ({err})"
             raise KernelGone(self.dead) from None
 
-    def request(self, header: dict[str, Any], payload: bytes = b"") -> tuple[dict[str, Any], Any]:
-        """Send a request and wait for its answer (serving the sandbox's callbacks meanwhile)."""
+    def send(self, header: dict[str, Any], payload: bytes = b"") -> None:
+        """Write to the runner, giving up after WRITE_WAIT seconds (a runner that never reads is dead to us)."""
         if self.dead:
             raise KernelGone(self.dead)
         try:
-            write_frame(self.box.req_w, header, payload)
+            write_frame(self.box.req_w, header, payload, deadline=time.monotonic() + WRITE_WAIT)
+        except TimeoutError:
+            self.dead = f"the submission's process stopped reading what the grader sent ({WRITE_WAIT:g} s)"
+            raise KernelGone(self.dead) from None
         except OSError:
             self.dead = "the submission's process died"
             raise KernelGone(self.dead) from None
+
+    def request(self, header: dict[str, Any], payload: bytes = b"") -> tuple[dict[str, Any], Any]:
+        """Send a request and wait for its answer (serving the sandbox's callbacks meanwhile)."""
+        self.send(header, payload)
         interrupted = False
         while True:
             deadline = self.deadline if not interrupted else time.monotonic() + _GRACE
@@ -99,41 +109,89 @@ class Link:
             if answer.get("event") == "callback":
                 self._callback(answer, data)
                 continue
-            if answer.get("event") == "piece":
-                self.piece(answer, data)
+            if answer.get("event") == "serve":
+                self.serve(answer, data, self.serving)
                 continue
             if interrupted or (answer.get("op") == "error" and answer.get("kind") == "interrupt"):
                 raise CheckTimeout("interrupted")  # even an answer that came after the limit
             try:
                 return answer, load_plain(data) if data else None
             except Exception as err:  # noqa: BLE001 - anything but plain data is refused
-                self.dead = f"the submission's process sent data the grader refuses ({type(err).__name__})"
+                self.dead = f"the submission's process sent data the grader refuses ({type(err).__name__}: {err})"
                 raise KernelGone(self.dead) from None
 
-    def piece(self, header: dict[str, Any], data: bytes) -> None:
-        """Compute a package piece taken out of the sandbox, unless the running check asks the learner to write it."""
-        import importlib
+    def serve(self, header: dict[str, Any], data: bytes, allowed: set[str]) -> None:
+        """Compute a piece of the fixed table SERVED, if the running check lists it, on arguments it accepts.
 
+        The sandbox only names an entry of the table; the callable and the checks on its arguments are
+        the grader's own. Outside a check's call (``allowed`` empty) everything is refused.
+        """
         target = str(header.get("target", ""))
         try:
-            if target in self.forbidden or not target.startswith("minitransformer."):
-                raise PermissionError(target)
-            module_name, _, attr = target.partition(":")
-            function = getattr(importlib.import_module(module_name), attr)
-            call = load_plain(data)
+            if target not in allowed or target not in SERVED:
+                raise PermissionError(f"the grader computes nothing named {target[:100]!r} for this check")
+            function, validate = SERVED[target]
+            args, kwargs = validate(load_plain(data, max_elements=1 << 20))
             with torch.no_grad():
-                result = function(*call["args"], **call["kwargs"])
-            write_frame(self.box.req_w, {"op": "piece_result"}, pickle.dumps(result))
-        except Exception:  # noqa: BLE001 - refused, or the learner's arguments do not fit: the piece raises there
-            write_frame(self.box.req_w, {"op": "piece_refused"})
+                result = function()(*args, **kwargs)
+            reply = ({"op": "served"}, pickle.dumps(result))
+        except Exception as err:  # noqa: BLE001 - refused: the piece raises this in the sandbox
+            reply = ({"op": "refused", "error": f"{type(err).__name__}: {err}"[:500]}, b"")
+        self.send(*reply)
 
     def _callback(self, header: dict[str, Any], data: bytes) -> None:
         try:
-            call = load_plain(data)
+            call = load_plain(data, max_elements=1 << 22)
             result = self.callbacks[int(header["id"])](*call["args"], **call["kwargs"])
-            write_frame(self.box.req_w, {"op": "callback_result"}, pickle.dumps(result))
+            reply = ({"op": "callback_result"}, pickle.dumps(result))
         except Exception as err:  # noqa: BLE001 - the learner passed something the check's function refuses
-            write_frame(self.box.req_w, {"op": "callback_error", "error": f"{type(err).__name__}: {err}"[:500]})
+            reply = ({"op": "callback_error", "error": f"{type(err).__name__}: {err}"[:500]}, b"")
+        self.send(*reply)
+
+
+def _target_mask_arguments(call: Any) -> tuple[tuple, dict]:
+    """``make_target_mask(tgt, pad_id)``: a 2-D integer tensor of at most 512 positions and 2**20 mask cells, an int."""
+    args, kwargs = _plain_call(call, ("tgt", "pad_id"))
+    tgt, pad_id = args
+    if not isinstance(tgt, torch.Tensor) or tgt.dim() != 2 or tgt.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"make_target_mask takes tgt as a 2-D integer tensor; got {_common._describe(tgt)[:100]}")
+    if tgt.size(1) > 512 or tgt.numel() * tgt.size(1) > 1 << 20:
+        raise ValueError(f"make_target_mask is computed by the grader for at most 512 positions and 2**20 mask cells; "
+                         f"got tgt of shape {tuple(tgt.shape)}")
+    if type(pad_id) is not int:
+        raise TypeError(f"make_target_mask takes pad_id as an int; got {type(pad_id).__name__}")
+    return (tgt.clone(), pad_id), {}
+
+
+def _plain_call(call: Any, names: tuple[str, ...]) -> tuple[tuple, dict]:
+    """The positional values of ``names`` from ``{"args": [...], "kwargs": {...}}``, every one given exactly once."""
+    args = call.get("args") if isinstance(call, dict) else None
+    kwargs = call.get("kwargs") if isinstance(call, dict) else None
+    if not isinstance(args, list) or not isinstance(kwargs, dict) or len(args) > len(names):
+        raise TypeError(f"expected the arguments ({', '.join(names)})")
+    given = dict(zip(names, args))
+    for key, value in kwargs.items():
+        if key not in names or key in given:
+            raise TypeError(f"unexpected or repeated argument {str(key)[:40]!r}; expected ({', '.join(names)})")
+        given[key] = value
+    if set(given) != set(names):
+        raise TypeError(f"missing arguments: expected ({', '.join(names)})")
+    return tuple(given[n] for n in names), {}
+
+
+def _make_target_mask() -> Callable[..., Any]:
+    from ..masks import make_target_mask
+
+    return make_target_mask
+
+
+# The only pieces the grader ever computes for the learner's code: an exact callable and the check of its
+# arguments, by the name a check lists in its ``serve`` (see _common._isolated). The greedy-decoding task of
+# exercise 06 hands the package's model to the learner's loop; the model builds its target mask with
+# make_target_mask, which the same exercise's target-mask task takes out of the sandbox.
+SERVED: dict[str, tuple[Callable[[], Callable[..., Any]], Callable[[Any], tuple[tuple, dict]]]] = {
+    "minitransformer.masks:make_target_mask": (_make_target_mask, _target_mask_arguments),
+}
 
 
 class _Pickler(pickle.Pickler):
@@ -189,8 +247,8 @@ def _error(answer: dict[str, Any]) -> BaseException:
 def _call(link: Link, handle: int, path: str, args: tuple, kwargs: dict, state: Any) -> Any:
     buffer = io.BytesIO()
     _Pickler(buffer, link).dump((handle, path, args, kwargs, state))
-    answer, data = link.request({"op": "call", "avoid": sorted(a for a in link.forbidden if not _is_function(a))},
-                                buffer.getvalue())
+    answer, data = link.request({"op": "call", "avoid": sorted(a for a in link.forbidden if not _is_function(a)),
+                                 "serve": sorted(link.serving)}, buffer.getvalue())
     if answer.get("op") == "error":
         raise _error(answer)
     mine = _tensors(args, [])
@@ -312,6 +370,7 @@ def run_check_cell(link: Link, source: str, grade_id: str, checks: dict[str, Any
 
     link.deadline = deadline
     link.forbidden = set(avoided(source, checks))
+    link.serving = set(served(source, checks))
     parts: list[dict[str, Any]] = []
     for statement in _statements(source):
         used = sorted({n.id for n in ast.walk(ast.parse(statement)) if isinstance(n, ast.Name)})
@@ -355,6 +414,12 @@ def check_functions() -> dict[str, Any]:
     return {name: getattr(grading, name) for name in dir(grading) if name.startswith("check_")}
 
 
+def served(source: str, checks: dict[str, Any]) -> list[str]:
+    """The entries of SERVED that the checks called in ``source`` let the grader compute for the learner's code."""
+    names = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+    return sorted({s for name in names & set(checks) for s in getattr(checks[name], "__serve__", ()) if s in SERVED})
+
+
 def avoided(source: str, checks: dict[str, Any]) -> list[str]:
     """The pieces (``module:name``) the checks called in ``source`` ask the learner not to use."""
     names = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
@@ -381,6 +446,24 @@ class RunResult:
     exit_code: int | None = None
     output: str = ""
     output_cut: bool = False
+    limit_hit: str | None = None  # why a memory or process limit stopped the submission
+
+
+def _cell(header: dict[str, Any], cells: list[dict[str, Any]]) -> int:
+    """The cell index a runner's message names, or -1 (the runner is the submission's: any JSON may come)."""
+    index = header.get("cell")
+    return index if type(index) is int and 0 <= index < len(cells) else -1
+
+
+def _cell_error(error: Any) -> dict[str, Any] | None:
+    """A code cell's error as the runner reported it, reduced to short strings (the runner may send anything)."""
+    if not isinstance(error, dict):
+        return None
+    clean: dict[str, Any] = {"ename": str(error.get("ename", "Exception"))[:80],
+                             "evalue": str(error.get("evalue", ""))[:2000]}
+    if type(error.get("lineno")) is int:
+        clean["lineno"] = error["lineno"]
+    return clean
 
 
 def run_submission(cells: list[dict[str, Any]], package: Any, *, notebook: bytes | None, sandbox: bool,
@@ -397,7 +480,7 @@ def run_submission(cells: list[dict[str, Any]], package: Any, *, notebook: bytes
     try:
         plan = {"threads": 1,
                 "cells": [{"kind": c["kind"], "source": c["source"] if c["kind"] == "code" else ""} for c in cells]}
-        write_frame(box.req_w, {"op": "plan"}, pickle.dumps(plan))
+        link.send({"op": "plan"}, pickle.dumps(plan))
         current: int | None = None
         cell_start = interrupted_at = 0.0
         while True:
@@ -422,18 +505,20 @@ def run_submission(cells: list[dict[str, Any]], package: Any, *, notebook: bytes
                 elif not box.alive():
                     break  # the runner ended, but something it started holds the channel open
                 continue
-            except (Closed, TooLarge, ValueError, OSError):
+            except (Closed, TooLarge, ValueError, OSError) as err:
+                if not isinstance(err, Closed):
+                    result.gone = f"the submission's process sent a message the grader refuses ({err})"
                 break
             event = header.get("event")
             if event == "start":
-                current, cell_start, interrupted_at = int(header.get("cell", -1)), time.monotonic(), 0.0
+                current, cell_start, interrupted_at = _cell(header, cells), time.monotonic(), 0.0
             elif event == "done":
-                result.events[int(header.get("cell", -1))] = {"error": header.get("error")}
+                result.events[_cell(header, cells)] = {"error": _cell_error(header.get("error"))}
                 current = None
-            elif event == "piece":
-                link.piece(header, _)
+            elif event == "serve":  # nothing is computed for ordinary code cells
+                link.serve(header, _, set())
             elif event == "check":
-                index = int(header.get("cell", -1))
+                index = _cell(header, cells)
                 if not 0 <= index < len(cells) or cells[index]["kind"] != "check" or index in result.events:
                     result.gone = "the submission's process sent a message out of order"
                     break
@@ -444,17 +529,17 @@ def run_submission(cells: list[dict[str, Any]], package: Any, *, notebook: bytes
                 if link.dead:
                     result.gone = link.dead
                     break
-                try:
-                    write_frame(box.req_w, {"op": "resume"})
-                except OSError:
-                    break
+                link.send({"op": "resume"})
             elif event == "end":
                 result.ended = True
                 break
             elif event == "crash":
-                result.crash = header.get("error") if isinstance(header.get("error"), dict) else {"ename": "?"}
+                result.crash = _cell_error(header.get("error")) or {"ename": "?", "evalue": ""}
                 break
+    except KernelGone as err:
+        result.gone = str(err)
     finally:
         result.exit_code = box.close()
+        result.limit_hit = box.limit_hit
         result.output, result.output_cut = box.output.text(), box.output.cut
     return result

@@ -82,18 +82,19 @@ class _Callback:
         return pickle.loads(payload)
 
 
-def ask_piece(target: str, label: str, args: tuple, kwargs: dict) -> Any:
-    """A piece of the package taken out of the sandbox, computed by the grader unless the running check forbids it."""
-    from minitransformer import _poison
+def ask_served(target: str, args: tuple, kwargs: dict) -> Any:
+    """A piece taken out of the sandbox that the running check lets the grader compute (its fixed list).
 
-    if _LINK is None:
-        raise _poison.hit(label)
+    The grader answers only while one of its checks calls the learner's code, only for the pieces that
+    check names, and only for arguments it accepts; anything else comes back refused.
+    """
+    assert _LINK is not None
     counter = [0]
-    _LINK.emit({"event": "piece", "target": target},
+    _LINK.emit({"event": "serve", "target": target},
                save_plain({"args": _encode(list(args), counter), "kwargs": _encode(kwargs, counter)}))
     header, payload = read_frame(_LINK.fd_in)
-    if header.get("op") != "piece_result":
-        raise _poison.hit(label)
+    if header.get("op") != "served":
+        raise RuntimeError(str(header.get("error", f"the grader refused to compute {target}"))[:500])
     return pickle.loads(payload)
 
 
@@ -220,17 +221,20 @@ def _apply_state(module: Any, state: dict[str, Any]) -> None:
                 continue
 
 
-def _arm(targets: list[str], spaces: list[dict[str, Any]]) -> list[Any]:
+def _arm(targets: list[str], spaces: list[dict[str, Any]], called: Any = None) -> list[Any]:
     """Disable the pieces the running check asks for that are not taken out of the package (PyTorch's, and classes).
 
-    They are replaced where PyTorch defines them and wherever the learner's namespace holds them, for
-    the duration of one call; returns what undoes it.
+    They are replaced where PyTorch defines them, wherever the learner's namespace holds them, and in
+    the default arguments, closures and class attributes of the learner's code being called, for the
+    duration of one call; returns what undoes it. This is a second line only: code in the sandbox can
+    undo it, and the grader's own scan of the submitted source (:mod:`._remote`) does not depend on it.
     """
     import importlib
 
     from minitransformer import _poison
 
     undo: list[Any] = []
+    fakes: dict[int, Any] = {}
     for target in targets:
         module_name, _, attr = target.partition(":")
         try:
@@ -244,15 +248,76 @@ def _arm(targets: list[str], spaces: list[dict[str, Any]]) -> list[Any]:
         if isinstance(real, type):  # a class: its forward raises while the call runs
             had = "forward" in vars(real)
             previous = vars(real).get("forward")
-            real.forward = _poison.stub(f"{owner}'s {attr}")
+            fake_forward = _poison.stub(f"{owner}'s {attr}")
+            if previous is not None:
+                fakes[id(previous)] = fake_forward
+            fakes[id(real)] = real  # the class itself stays (its forward raises); listed so aliases are seen
+            real.forward = fake_forward
             undo.append((real, "forward", previous) if had else (real, "forward", None))
             continue
         fake = _poison.stub(f"{owner}'s {attr}")
+        fakes[id(real)] = fake
         for space in [vars(module), *spaces]:
             for name, value in list(space.items()):
                 if value is real:
                     space[name] = fake
                     undo.append((space, name, value))
+    if called is not None:
+        undo += _arm_holders(called, fakes)
+    return undo
+
+
+def _holders(called: Any) -> list[Any]:
+    """The learner's functions and classes reachable from ``called``: its class and their bases, methods,
+    default arguments and closures (not the package's or PyTorch's own)."""
+    import torch
+
+    seen: dict[int, Any] = {}
+    todo = [called, *(type(m) for m in called.modules())] if isinstance(called, torch.nn.Module) else [called]
+    while todo and len(seen) < 2000:
+        obj = todo.pop()
+        if id(obj) in seen or str(getattr(obj, "__module__", "") or "").startswith(("torch", "minitransformer")):
+            continue
+        if isinstance(obj, type):
+            seen[id(obj)] = obj
+            todo += [c for c in obj.__mro__[1:]] + list(vars(obj).values())
+        elif isinstance(obj, (types.FunctionType, types.MethodType, staticmethod, classmethod, property)):
+            inner = getattr(obj, "__func__", None) or getattr(obj, "fget", None) or obj
+            if isinstance(inner, types.FunctionType):
+                seen[id(obj)] = inner
+                todo += [*(inner.__defaults__ or ()), *(inner.__kwdefaults__ or {}).values()]
+                todo += [c.cell_contents for c in inner.__closure__ or () if _filled(c)]
+    return list(seen.values())
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def _arm_holders(called: Any, fakes: dict[int, Any]) -> list[Any]:
+    """Swap forbidden pieces held in default arguments, closures and class attributes of the learner's code."""
+    undo: list[Any] = []
+    for holder in _holders(called):
+        if isinstance(holder, type):
+            for name, value in list(vars(holder).items()):
+                if id(value) in fakes and fakes[id(value)] is not value:
+                    setattr(holder, name, fakes[id(value)])
+                    undo.append((holder, name, value))
+            continue
+        if holder.__defaults__ and any(id(v) in fakes for v in holder.__defaults__):
+            undo.append((holder, "__defaults__", holder.__defaults__))
+            holder.__defaults__ = tuple(fakes.get(id(v), v) for v in holder.__defaults__)
+        if holder.__kwdefaults__ and any(id(v) in fakes for v in holder.__kwdefaults__.values()):
+            undo.append((holder, "__kwdefaults__", dict(holder.__kwdefaults__)))
+            holder.__kwdefaults__ = {k: fakes.get(id(v), v) for k, v in holder.__kwdefaults__.items()}
+        for cell in holder.__closure__ or ():
+            if _filled(cell) and id(cell.cell_contents) in fakes:
+                undo.append((cell, "cell_contents", cell.cell_contents))
+                cell.cell_contents = fakes[id(cell.cell_contents)]
     return undo
 
 
@@ -291,10 +356,12 @@ def _serve(link: _Link, cell: int) -> None:
             del _poison.USED[:]
             from IPython.core.interactiveshell import InteractiveShell
 
-            undo = _arm([str(a) for a in header.get("avoid", [])], [InteractiveShell.instance().user_ns])
+            undo = _arm([str(a) for a in header.get("avoid", [])], [InteractiveShell.instance().user_ns], target)
+            _poison.SERVED.update(str(a) for a in header.get("serve", []))
             try:
                 value = target(*args, **kwargs)
             finally:
+                _poison.SERVED.clear()
                 for space, name, value_ in reversed(undo):
                     if isinstance(space, dict):
                         space[name] = value_

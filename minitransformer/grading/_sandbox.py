@@ -41,11 +41,15 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
+from ._limits import Limits
+
 _PACKAGE = Path(__file__).resolve().parents[1]  # minitransformer/
 _INSIDE_PACKAGE = "/opt/minitransformer-grading"  # where the sandbox sees its copy of the package
 _INSIDE_WORK = "/submission"
-_TMP_SIZE = 512 << 20  # bytes of the sandbox's /tmp (memory)
-_FILE_SIZE = 256 << 20  # largest file a submission may write
+_TMP_SIZE = 256 << 20  # bytes of the sandbox's /tmp (memory)
+_WORK_SIZE = 128 << 20  # bytes of the sandbox's work folder (memory, not the instructor's disk)
+_SHM_SIZE = 64 << 20  # bytes of its /dev/shm
+_FILE_SIZE = 128 << 20  # largest file a submission may write
 _LIVE: set[subprocess.Popen] = set()  # sandboxes still going, killed by kill_all when grading stops early
 
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: `sudo dnf install "
@@ -73,25 +77,25 @@ def kill(process: subprocess.Popen) -> None:
 _POISON = '''"""Stand-ins for the pieces this exercise asks the learner to write (the grading sandbox only)."""
 
 USED = []
+SERVED = set()  # the pieces the grader computes while the running check calls the learner's code (its fixed list)
 
 
 class ReferenceUsed(BaseException):
     """The learner's code called the package's (or PyTorch's) version of the piece a task asks for."""
 
 
-def hit(label):
+def hit(label, why=""):
     USED.append(label)
-    return ReferenceUsed(label)
+    return ReferenceUsed(label + why)
 
 
-def stub(label, target=None):
-    """A stand-in that raises, or (``target`` given) asks the grader, which computes the piece unless the
-    running check asks the learner to write it."""
+def stub(label, target=None, why=""):
+    """A stand-in that raises; while a check that lists ``target`` runs, the grader computes it instead."""
     def poisoned(*args, **kwargs):
-        if target is not None:
-            from minitransformer.grading._runner import ask_piece
-            return ask_piece(target, label, args, kwargs)
-        raise hit(label)
+        if target is not None and target in SERVED:
+            from minitransformer.grading._runner import ask_served
+            return ask_served(target, args, kwargs)
+        raise hit(label, why)
     poisoned.__name__ = label
     return poisoned
 '''
@@ -113,26 +117,27 @@ for _name in CHECKS:
 '''
 
 
-def _poison_source(source: str, names: set[str], module: str) -> str:
-    """``source`` with the body of each top-level function in ``names`` raising, and the name bound to a stand-in.
+def _poison_source(source: str, names: dict[str, str], module: str) -> str:
+    """``source`` with each top-level function in ``names`` replaced by a stand-in that raises.
 
-    Classes are not rewritten: the package's own models (which the checks hand to the learner's
-    code, e.g. a Transformer for greedy decoding) are made of them; the runner disables the avoided
-    classes while the learner's code answers their check (see :mod:`._runner`).
+    ``names`` maps a function's name to the task that asks the learner to write it, for the message.
+    The code of the function is not in the sandbox at all (not in memory, not on disk), so neither an
+    alias, a default argument nor a copy of its code object can bring it back. Classes are not
+    rewritten: the package's own models (which the checks hand to the learner's code, e.g. a
+    Transformer for greedy decoding) are made of them; the runner disables the avoided classes while
+    the learner's code answers their check (see :mod:`._runner`).
     """
     tree = ast.parse(source)
-
-    def raising(label: str) -> list[ast.stmt]:
-        return ast.parse(f"raise __import__('minitransformer._poison', fromlist=['hit']).hit({label!r})").body
-
     body: list[ast.stmt] = []
     for node in tree.body:
-        body.append(node)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
-            node.body = raising(f"minitransformer's {node.name}")
-            # Other tasks may use the piece: the stand-in asks the grader, which refuses it to this one's check.
+            label = f"minitransformer's {node.name}"
+            why = (f" is not available in the grading sandbox: {names[node.name]} asks you to write it yourself "
+                   "(build it from PyTorch operations)")
             body += ast.parse(f"{node.name} = __import__('minitransformer._poison', fromlist=['stub']).stub("
-                              f"{'minitransformer' + chr(39) + 's ' + node.name!r}, {module + ':' + node.name!r})").body
+                              f"{label!r}, {module + ':' + node.name!r}, {why!r})").body
+            continue
+        body.append(node)
     tree.body = body
     return ast.unparse(ast.fix_missing_locations(tree))
 
@@ -141,20 +146,22 @@ class KernelPackage:
     """A private, read-only copy of ``minitransformer`` for the sandbox: no checks, no reference, poisoned pieces.
 
     Args:
-        avoid: ``"minitransformer.module:Name"`` pieces the exercise asks the learner to write.
+        avoid: ``"minitransformer.module:Name"`` pieces the exercise asks the learner to write, each with the
+            task that asks for it (a sequence of targets alone is read as "a task of this exercise").
         check_names: the names the stand-in ``minitransformer.grading`` defines.
     """
 
-    def __init__(self, avoid: Sequence[str] = (), check_names: Sequence[str] = ()) -> None:
+    def __init__(self, avoid: Sequence[str] | dict[str, str] = (), check_names: Sequence[str] = ()) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="minitransformer-sandbox-"))
-        by_file: dict[Path, set[str]] = {}
-        for target in avoid:
+        tasks = dict(avoid) if isinstance(avoid, dict) else {a: "a task of this exercise" for a in avoid}
+        by_file: dict[Path, dict[str, str]] = {}
+        for target, task in tasks.items():
             module, _, name = target.partition(":")
             if not module.startswith("minitransformer."):
                 continue
             rel = Path(*module.split(".")[1:])
             path = rel.with_suffix(".py") if (_PACKAGE / rel.with_suffix(".py")).is_file() else rel / "__init__.py"
-            by_file.setdefault(path, set()).add(name)
+            by_file.setdefault(path, {})[name] = task
         self.files: dict[Path, bytes] = {}
         for p in sorted(_PACKAGE.rglob("*")):
             if not p.is_file() or "__pycache__" in p.parts or p.suffix == ".pyc":
@@ -238,8 +245,35 @@ def _python_dirs() -> list[str]:
     return kept
 
 
-def sandbox_argv(package: KernelPackage, workdir: Path, command: Sequence[str], env: dict[str, str]) -> list[str]:
-    """The ``bwrap`` command line that runs ``command`` in the sandbox described in the module docstring."""
+def _hidden(bound: Sequence[str]) -> list[str]:
+    """The bwrap options that hide the grader's own package wherever a bound folder holds it.
+
+    With a regular install (``pip install .``, a wheel) site-packages, bound read-only so that Python
+    and PyTorch work, holds ``minitransformer/grading`` with the checks and the reference: the
+    sandbox's stripped copy is bound over it. A course checkout inside a bound folder (a virtual
+    environment that holds it) loses its solutions, tests and exercises to empty folders.
+    """
+    def inside(path: Path) -> bool:
+        real = os.path.realpath(path)
+        return any(real == d or real.startswith(d.rstrip("/") + "/") for d in bound)
+
+    options: list[str] = []
+    if inside(_PACKAGE):
+        options += ["--ro-bind", "{copy}", str(_PACKAGE)]
+    for name in ("solutions", "exercises", "tests", "notebooks", ".git"):
+        folder = _PACKAGE.parent / name
+        if folder.is_dir() and inside(folder):
+            options += ["--tmpfs", str(folder), "--remount-ro", str(folder)]
+    return options
+
+
+def sandbox_argv(package: KernelPackage, notebook_fd: int | None, command: Sequence[str],
+                 env: dict[str, str]) -> list[str]:
+    """The ``bwrap`` command line that runs ``command`` in the sandbox described in the module docstring.
+
+    The work folder is a size-limited ``tmpfs`` (``notebook_fd``, a readable descriptor, is copied into
+    it as ``submission.ipynb``): what the submission writes never reaches the instructor's disk.
+    """
     bwrap = shutil.which("bwrap") or "/usr/bin/bwrap"
     argv = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "grading",
@@ -256,11 +290,18 @@ def sandbox_argv(package: KernelPackage, workdir: Path, command: Sequence[str], 
                  "alternatives"):
         if os.path.exists(f"/etc/{name}"):
             argv += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    bound = ["/usr", *(os.path.realpath(top) for top in ("/bin", "/sbin", "/lib", "/lib64") if os.path.isdir(top))]
     for d in _python_dirs():
         argv += ["--ro-bind", d, d]
-    argv += ["--ro-bind", str(package.root), _INSIDE_PACKAGE, "--proc", "/proc", "--dev", "/dev",
-             "--bind", str(workdir), _INSIDE_WORK,
-             "--chdir", _INSIDE_WORK, "--clearenv"]
+        bound.append(os.path.realpath(d))
+    copy = str(package.root / "minitransformer")
+    argv += [a.replace("{copy}", copy) for a in _hidden(bound)]
+    argv += ["--ro-bind", str(package.root), _INSIDE_PACKAGE, "--proc", "/proc",
+             "--dev", "/dev", "--size", str(_SHM_SIZE), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+             "--size", str(_WORK_SIZE), "--tmpfs", _INSIDE_WORK]
+    if notebook_fd is not None:
+        argv += ["--file", str(notebook_fd), f"{_INSIDE_WORK}/submission.ipynb"]
+    argv += ["--chdir", _INSIDE_WORK, "--clearenv"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
     return [*argv, "--", *command]
@@ -278,9 +319,8 @@ def sandbox_available() -> tuple[bool, str]:
         _PROBE = (False, "bubblewrap (bwrap) is not installed")
         return _PROBE
     package = KernelPackage()
-    work = Path(tempfile.mkdtemp(prefix="grading-probe-"))
     try:
-        argv = sandbox_argv(package, work, [sys.executable, "-c", "import minitransformer, os; print(os.getpid())"],
+        argv = sandbox_argv(package, None, [sys.executable, "-c", "import minitransformer, os; print(os.getpid())"],
                             {"PATH": "/usr/bin:/bin", "PYTHONPATH": _INSIDE_PACKAGE})
         done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         if done.returncode == 0 and done.stdout.strip() in ("1", "2", "3"):
@@ -294,7 +334,6 @@ def sandbox_available() -> tuple[bool, str]:
         _PROBE = (False, f"bubblewrap failed to start: {err}")
     finally:
         package.remove()
-        shutil.rmtree(work, ignore_errors=True)
     return _PROBE
 
 
@@ -331,7 +370,7 @@ class Output:
         return self.total > len(self.head) + len(self.tail)
 
 
-def _limits(memory_mb: int) -> Any:
+def _limits(memory_mb: int, limits: Limits) -> Any:
     def apply() -> None:
         import resource
 
@@ -344,6 +383,7 @@ def _limits(memory_mb: int) -> Any:
                 resource.setrlimit(which, (value, value))
             except (ValueError, OSError):
                 pass
+        limits.enter()
     return apply if hasattr(os, "fork") else None
 
 
@@ -352,40 +392,60 @@ class Sandboxed:
 
     def __init__(self, package: KernelPackage, notebook: bytes | None, *, sandbox: bool, memory_mb: int) -> None:
         self.private = Path(tempfile.mkdtemp(prefix="submission-"))
-        work = self.private / "work"
-        work.mkdir()
-        if notebook is not None:
-            (work / "submission.ipynb").write_bytes(notebook)
+        self.limits = Limits(memory_mb)
+        self.limit_hit: str | None = None
         req_r, self.req_w = os.pipe()  # grader -> runner
         self.out_r, out_w = os.pipe()  # runner -> grader
         intr_r, self.intr_w = os.pipe()  # grader -> runner: interrupt
+        passed = [req_r, out_w, intr_r]
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "OPENBLAS_NUM_THREADS": "1", "TQDM_DISABLE": "1", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1"}
         command = [sys.executable, "-s", "-m", "minitransformer.grading._runner", str(req_r), str(out_w), str(intr_r)]
         if sandbox:
             env.update(HOME="/tmp", TMPDIR="/tmp", MPLCONFIGDIR="/tmp/matplotlib", PYTHONPATH=_INSIDE_PACKAGE)
-            argv, cwd = sandbox_argv(package, work, command, env), None
+            notebook_fd = self._notebook_fd(notebook) if notebook is not None else None
+            if notebook_fd is not None:
+                passed.append(notebook_fd)
+            argv, cwd = sandbox_argv(package, notebook_fd, command, env), None
         else:
-            home, tmp = self.private / "home", self.private / "tmp"
-            home.mkdir()
-            tmp.mkdir()
+            work, home, tmp = self.private / "work", self.private / "home", self.private / "tmp"
+            for folder in (work, home, tmp):
+                folder.mkdir()
+            if notebook is not None:
+                (work / "submission.ipynb").write_bytes(notebook)
             env.update(HOME=str(home), TMPDIR=str(tmp), MPLCONFIGDIR=str(tmp / "matplotlib"),
                        PYTHONPATH=str(package.root))
             for key in ("SYSTEMROOT", "LD_LIBRARY_PATH"):
                 if key in os.environ:
                     env[key] = os.environ[key]
             argv, cwd = command, work
-        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, cwd=cwd, env=env if not sandbox else {},
-                                        pass_fds=(req_r, out_w, intr_r), start_new_session=True,
-                                        preexec_fn=_limits(memory_mb))
+        try:
+            self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                            stderr=subprocess.STDOUT, cwd=cwd, env=env if not sandbox else {},
+                                            pass_fds=passed, start_new_session=True,
+                                            preexec_fn=_limits(memory_mb, self.limits))
+        except BaseException:
+            for fd in (*passed, self.req_w, self.out_r, self.intr_w):
+                os.close(fd)
+            self.limits.close()
+            shutil.rmtree(self.private, ignore_errors=True)
+            raise
         _LIVE.add(self.process)
-        for fd in (req_r, out_w, intr_r):
+        for fd in passed:
             os.close(fd)
+        self.limits.watch(self.process.pid, lambda: kill(self.process))
         self.output = Output()
         self._reader = threading.Thread(target=self._read_output, daemon=True)
         self._reader.start()
+
+    def _notebook_fd(self, notebook: bytes) -> int:
+        """A descriptor to read the notebook from (bwrap copies it into the sandbox's work folder)."""
+        path = self.private / "submission.ipynb"
+        path.write_bytes(notebook)
+        fd = os.open(path, os.O_RDONLY)
+        path.unlink()
+        return fd
 
     def _read_output(self) -> None:
         assert self.process.stdout is not None
@@ -412,6 +472,8 @@ class Sandboxed:
             code = self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             code = None
+        self.limit_hit = self.limits.hit()
+        self.limits.close()
         _LIVE.discard(self.process)
         self._reader.join(timeout=5)
         for fd in (self.req_w, self.out_r, self.intr_w):

@@ -15,12 +15,13 @@ import json
 import math
 import os
 import signal
+import stat
 import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .notebooks import Report, _num, grade_notebook, load_references
+from .notebooks import NoSandbox, Report, _num, grade_notebook, load_references
 
 __all__ = ["HELP", "grade_all", "main", "write_results"]
 
@@ -33,42 +34,130 @@ CONTAINER = ("docker run --rm --network none --memory 8g --cpus 2 -v \"$PWD\":/w
 _NOT_STUDENTS = {"submitted", "autograded", "feedback", "source", "release", "submissions", "exercises"}
 
 
-def _student(nb: Path, exercises: Sequence[str]) -> str:
-    """The student a notebook belongs to, from its path alone (so any folder or file given names them alike).
-
-    nbgrader's ``submitted/<student>/...``: the folder after ``submitted``. Otherwise a notebook named
-    after an exercise (``alice/03_self_attention.ipynb``) belongs to the nearest folder that is not an
-    exercise's name, and any other notebook (``class/alice.ipynb``) to its own name.
-    """
-    parts = nb.resolve().parts
-    if "submitted" in parts[:-2]:
-        return parts[len(parts) - 1 - parts[::-1].index("submitted") + 1]
-
+def _exercise_like(name: str, exercises: Sequence[str]) -> bool:
+    """ "03_self_attention", "03_self_attention_submission", "03-attention": named after an exercise."""
     numbers = {e[:2] for e in exercises}
+    return name in exercises or (len(name) > 2 and name[:2] in numbers and name[2] in "_-")
 
-    def exercise_like(name: str) -> bool:  # "03_self_attention", "03_self_attention_submission", "03-attention"
-        return name in exercises or (len(name) > 2 and name[:2] in numbers and name[2] in "_-")
 
-    if not exercise_like(nb.stem):
+def _student(nb: Path, exercises: Sequence[str], root: Path | None = None) -> str:
+    """The student a notebook belongs to, from the folder layout alone (no link is followed or resolved).
+
+    nbgrader's ``submitted/<student>/...``: the folder after ``submitted``. Otherwise, under a folder
+    given to the grader (``root``), the first folder below it that is not an exercise's name
+    (``class/mallory/bob/x.ipynb`` is mallory's); then a notebook's own name when it is not an
+    exercise's (``class/alice.ipynb``); then the nearest such folder above it
+    (``alice/03_self_attention.ipynb`` given alone).
+    """
+    full = Path(os.path.abspath(nb)).parts
+    if "submitted" in full[:-2]:
+        return full[full.index("submitted") + 1]
+    below = nb.relative_to(root).parts[:-1] if root is not None else ()
+    for folder in below:
+        if not _exercise_like(folder, exercises) and folder.lower() not in _NOT_STUDENTS:
+            return folder
+    if not _exercise_like(nb.stem, exercises):
         return nb.stem
-    for folder in reversed(parts[:-1]):
-        if folder and folder != "/" and not exercise_like(folder) and folder.lower() not in _NOT_STUDENTS:
+    for folder in reversed(full[:-1]):
+        if folder and folder != "/" and not _exercise_like(folder, exercises) and folder.lower() not in _NOT_STUDENTS:
             return folder
     return nb.stem
 
 
-def _find(paths: Sequence[str], exercises: Sequence[str] = ()) -> list[tuple[Path, str]]:
-    """(notebook, student) for every notebook under ``paths``; nbgrader's submitted/<student>/<assignment>/ understood."""
+def _nested(nb: Path) -> bool:
+    """True for a ``submitted/`` folder inside a student's folder of nbgrader's layout (rows under other names)."""
+    full = Path(os.path.abspath(nb)).parts[:-1]
+    return "submitted" in full and "submitted" in full[full.index("submitted") + 2:]
+
+
+def _kind(mode: int, links: int) -> str | None:
+    """Why a directory entry is not a submission to read (None: a plain file of its own)."""
+    if stat.S_ISLNK(mode):
+        return "a symbolic link; links are not followed"
+    if not stat.S_ISREG(mode):
+        return "not a regular file (a FIFO, a device or a socket)"
+    if links > 1:
+        return "a hard link (the file has other names, perhaps outside the submissions)"
+    return None
+
+
+def _walk(root: Path, exercises: Sequence[str], found: list[tuple[Path, str]],
+          refused: list[tuple[Path, str, str]]) -> None:
+    """Every notebook under ``root`` without following links; what cannot be a submission goes to ``refused``."""
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        here = Path(folder)
+        for name in sorted(dirs):
+            if os.path.islink(here / name):
+                refused.append((here / name, _student(here / name / "x.ipynb", exercises, root),
+                                "a symbolic link to a folder; links are not followed"))
+        dirs[:] = sorted(d for d in dirs if d != ".ipynb_checkpoints" and not os.path.islink(here / d))
+        for name in sorted(files):
+            if not name.endswith(".ipynb"):
+                continue
+            path = here / name
+            student = _student(path, exercises, root)
+            info = os.lstat(path)
+            why = _kind(info.st_mode, info.st_nlink)
+            if why is None and _nested(path):
+                why = "a submitted/ folder inside a student's folder; only the top one names students"
+            if why:
+                refused.append((path, student, why))
+            else:
+                found.append((path, student))
+
+
+def _find(paths: Sequence[str], exercises: Sequence[str] = (),
+          refused: list[tuple[Path, str, str]] | None = None) -> list[tuple[Path, str]]:
+    """(notebook, student) for every notebook under ``paths``; nbgrader's submitted/<student>/<assignment>/ understood.
+
+    The submissions are data: links, FIFOs, devices, hard-linked files and nested ``submitted/``
+    folders are not graded but listed in ``refused`` as (path, student, why).
+    """
     found: list[tuple[Path, str]] = []
+    refused = refused if refused is not None else []
     for root in map(Path, paths):
-        if root.is_file():
+        if root.is_file() and not root.is_symlink():
             found.append((root, _student(root, exercises)))
-            continue
-        if not root.is_dir():
+        elif root.is_dir():
+            _walk(root, exercises, found, refused)
+        elif root.exists() or root.is_symlink():
+            info = os.lstat(root)
+            refused.append((root, _student(root, exercises), _kind(info.st_mode, info.st_nlink) or "not a notebook"))
+        else:
             raise FileNotFoundError(f"no such notebook or folder: {root}")
-        for nb in sorted(q for q in root.rglob("*.ipynb") if ".ipynb_checkpoints" not in q.parts):
-            found.append((nb, _student(nb, exercises)))
     return found
+
+
+class Refused(Exception):
+    """A submission the grader does not read (its reason is the message)."""
+
+
+_MAX_NOTEBOOK = 64 << 20  # bytes of one submitted notebook
+
+
+def read_submission(path: Path) -> bytes:
+    """The notebook's bytes, read without following a link, and only from a plain file of its own.
+
+    Raises:
+        Refused: a link, a FIFO or a device, a hard link, or a file over 64 MiB.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as err:
+        if os.path.islink(path):
+            raise Refused("a symbolic link; links are not followed") from None
+        raise Refused(f"cannot be read: {err.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        why = _kind(info.st_mode, info.st_nlink)
+        if why:
+            raise Refused(why)
+        if info.st_size > _MAX_NOTEBOOK:
+            raise Refused(f"{info.st_size:,} bytes, over the grader's limit of {_MAX_NOTEBOOK:,} for a notebook")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(_MAX_NOTEBOOK + 1)[:_MAX_NOTEBOOK]
+    finally:
+        os.close(fd)
 
 
 def _atomic(path: Path, text: str) -> None:
@@ -123,8 +212,39 @@ def check_outputs(reports: Sequence[Path], inputs: Sequence[Path], notebooks: Se
     return None
 
 
+def _cell(value: Any) -> str:
+    """A CSV cell that a spreadsheet shows as text: a leading =, +, -, @, tab or CR would start a formula."""
+    text = str(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def _row(writer: Any, values: Sequence[Any]) -> None:
+    writer.writerow([_cell(v) for v in values])
+
+
+def duplicates(reports: Sequence[Report]) -> dict[int, str]:
+    """For each report (by index) whose student handed in the same exercise more than once, why it is an error."""
+    seen: dict[tuple[str, str], list[int]] = {}
+    for i, r in enumerate(reports):
+        seen.setdefault((r.student, r.exercise or "?"), []).append(i)
+    out: dict[int, str] = {}
+    for (student, exercise), rows in seen.items():
+        if len(rows) > 1:
+            for i in rows:
+                out[i] = (f"duplicate: {len(rows)} submissions of {exercise} for student {student!r} "
+                          f"({', '.join(reports[j].path for j in rows)}); keep one")
+    return out
+
+
+def _flag_duplicates(reports: Sequence[Report]) -> None:
+    for i, why in duplicates(reports).items():
+        if not reports[i].error:
+            reports[i].error = why
+
+
 def write_results(reports: Sequence[Report], json_path: Path | None, csv_path: Path | None) -> None:
     """The JSON (every report) and the CSV files: grades (one row per submission) and feedback (one row per lost point)."""
+    _flag_duplicates(reports)
     if json_path is not None:
         _atomic(json_path, json.dumps([r.to_dict() for r in reports], indent=2, ensure_ascii=False) + "\n")
     if csv_path is None:
@@ -134,46 +254,71 @@ def write_results(reports: Sequence[Report], json_path: Path | None, csv_path: P
         columns += [t.grade_id for t in r.tasks if t.grade_id not in columns]
     grades = io.StringIO()
     writer = csv.writer(grades, lineterminator="\n")
-    writer.writerow(["student", "exercise", "notebook", *columns, "total", "max", "error"])
+    _row(writer, ["student", "exercise", "notebook", *columns, "total", "max", "error"])
     for r in reports:
         scores = {t.grade_id: _num(t.score) for t in r.tasks}
-        writer.writerow([r.student, r.exercise or "", r.path, *[scores.get(c, "") for c in columns],
-                         _num(r.score), _num(r.max_score), r.error or ""])
+        _row(writer, [r.student, r.exercise or "", r.path, *[scores.get(c, "") for c in columns],
+                      _num(r.score), _num(r.max_score), r.error or ""])
     _atomic(csv_path, grades.getvalue())
     feedback = io.StringIO()
     writer = csv.writer(feedback, lineterminator="\n")
-    writer.writerow(["student", "exercise", "task", "title", "score", "points", "reason"])
+    _row(writer, ["student", "exercise", "task", "title", "score", "points", "reason"])
     for r in reports:
         for t in r.tasks:
             if not t.passed:
-                writer.writerow([r.student, r.exercise or "", t.grade_id, t.title, _num(t.score), _num(t.points),
-                                 " ".join(t.message.split())])
+                _row(writer, [r.student, r.exercise or "", t.grade_id, t.title, _num(t.score), _num(t.points),
+                              " ".join(t.message.split())])
     _atomic(feedback_path(csv_path), feedback.getvalue())
 
 
+def refused_report(path: Path, student: str, why: str, refs: dict[str, dict[str, Any]],
+                   exercise: str | None = None) -> Report:
+    """The row of a submission the grader would not read: 0 of its exercise's points when the name tells which."""
+    from .notebooks import _zero, identify
+
+    name, _ = identify(None, path, refs, exercise)
+    report = Report(path=str(path), student=student, exercise=name, error=f"not graded: {why}")
+    report.tasks = _zero(refs.get(name) if name else None, report.error)
+    return report
+
+
+def _grade_one(path: Path, student: str, refs: dict[str, dict[str, Any]], packages: dict[Any, Any],
+               options: dict[str, Any]) -> Report:
+    """One submission's report, whatever it holds: a refusal or a failure of the grader becomes its error."""
+    try:
+        data = read_submission(path)
+    except Refused as why:
+        return refused_report(path, student, str(why), refs, options.get("exercise"))
+    try:
+        return grade_notebook(path, references=refs, package=packages, student=student, data=data, **options)
+    except NoSandbox:
+        raise
+    except Exception as err:  # noqa: BLE001 - one submission never stops the class run
+        return refused_report(path, student, f"the grader failed on it: {type(err).__name__}: {str(err)[:300]}",
+                              refs, options.get("exercise"))
+
+
 def grade_all(items: Sequence[tuple[Path, str]], *, jobs: int = 1, on_report: Callable[[Report], None] | None = None,
-              **options: Any) -> list[Report]:
-    """Grade many notebooks, ``jobs`` at a time; every file is read before the first one runs."""
+              refused: Sequence[tuple[Path, str, str]] = (), **options: Any) -> list[Report]:
+    """Grade many notebooks, ``jobs`` at a time; the ``refused`` ones (path, student, why) get a row saying why."""
     from ._sandbox import kill_all
 
     refs = options.pop("references", None) or load_references(options.pop("reference", None))
-    contents: list[bytes | None] = []
-    for path, _ in items:
-        try:
-            contents.append(path.read_bytes())
-        except OSError:
-            contents.append(None)
     packages: dict[Any, Any] = {}  # the sandbox's package copies, one per set of pieces taken out
     lock = threading.Lock()
     reports: list[Report | None] = [None] * len(items)
+    for path, student, why in refused:
+        report = refused_report(path, student, why, refs, options.get("exercise"))
+        if on_report:
+            on_report(report)
+        reports.append(report)
 
     def one(i: int) -> Report:
         path, student = items[i]
         with lock:
             if stopping.is_set():
                 raise concurrent.futures.CancelledError
-        report = grade_notebook(path, references=refs, package=packages, student=student,
-                                data=contents[i] if contents[i] is not None else None, **options)
+        report = _grade_one(path, student, refs, packages, options)
         with lock:
             if stopping.is_set():  # cut short by the instructor, not by the submission: no grade
                 return report
@@ -192,7 +337,9 @@ def grade_all(items: Sequence[tuple[Path, str]], *, jobs: int = 1, on_report: Ca
         pool.shutdown(wait=True, cancel_futures=True)
         for package in packages.values():
             package.remove()
-    return [r for r in reports if r is not None]
+    done = [r for r in reports if r is not None]
+    _flag_duplicates(done)
+    return done
 
 
 HELP = """Grade submitted exercise notebooks: the learner's code of each one runs in a sandbox, and every
@@ -268,14 +415,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.memory < 0 or args.jobs < 1:
         parser.error(f"--memory must be >= 0 and --jobs >= 1, got --memory {args.memory} --jobs {args.jobs}")
+    refused: list[tuple[Path, str, str]] = []
     try:
         refs = load_references(args.reference)
-        items = _find(args.paths, sorted(refs))
+        items = _find(args.paths, sorted(refs), refused)
     except FileNotFoundError as err:
         parser.error(str(err))
     except (ValueError, KeyError, TypeError) as err:  # invalid JSON in --reference
         parser.error(f"cannot read the reference exercises in {args.reference}: {type(err).__name__}: {err}")
-    if not items:
+    if not items and not refused:
         parser.error("no notebooks found")
     if args.exercise and args.exercise not in refs:
         parser.error(f"unknown exercise {args.exercise!r}; known: {', '.join(sorted(refs))}")
@@ -306,12 +454,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     reports = grade_all(items, jobs=args.jobs, on_report=on_report, references=refs, exercise=args.exercise,
                         timeout=args.timeout, notebook_timeout=args.notebook_timeout, memory_mb=args.memory,
-                        sandbox=not args.no_sandbox)
-    order = {str(p): i for i, (p, _) in enumerate(items)}
+                        sandbox=not args.no_sandbox, refused=refused)
+    order = {str(p): i for i, (p, _) in enumerate([*items, *((p, s) for p, s, _ in refused)])}
     reports.sort(key=lambda r: order.get(r.path, 0))
     write_results(reports, json_path, csv_path)
     rows = [["submission", "student", "score", ""]]
-    rows += [[r.path, r.student, f"{_num(r.score)}/{_num(r.max_score)}", "(error)" if r.error else ""] for r in reports]
+    rows += [[r.path, r.student, f"{_num(r.score)}/{_num(r.max_score)}",
+              ("(error: duplicate)" if r.error.startswith("duplicate") else "(error)") if r.error else ""]
+             for r in reports]
     print(_table(rows))
+    from ._limits import mechanism
+
+    errors = sum(1 for r in reports if r.error)
+    print(f"graded {len(reports) - errors} of {len(reports)} submissions"
+          + (f"; {errors} with an error (see the error column)" if errors else "")
+          + f"; limits: {mechanism(args.memory)}, per cell {args.timeout:g} s" + ("" if args.no_sandbox else
+                                                                                  ", sandbox: bubblewrap"))
     print(f"wrote {json_path}, {csv_path} and {feedback_path(csv_path)}")
-    return 1 if any(r.error for r in reports) else 0
+    return 1 if errors else 0

@@ -28,6 +28,10 @@ __all__ = ["Report", "TaskResult", "grade_notebook", "identify", "load_reference
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+class NoSandbox(RuntimeError):
+    """Bubblewrap cannot make a sandbox here: nothing can be graded (not a fault of one submission)."""
+
+
 @dataclass
 class TaskResult:
     """The outcome of one graded task (one check cell)."""
@@ -151,9 +155,8 @@ def identify(nb: Any | None, path: Path, refs: dict[str, dict[str, Any]], exerci
     if exercise:
         return (exercise, "--exercise") if exercise in refs else (None, f"unknown exercise {exercise!r}")
     if nb is not None:
-        meta = nb.get("metadata", {})
-        for declared in (meta.get("minitransformer", {}).get("exercise"), meta.get("grading", {}).get("exercise")):
-            if declared in refs:
+        for declared in (_field(nb, "metadata", "minitransformer", "exercise"), _field(nb, "metadata", "grading", "exercise")):
+            if isinstance(declared, str) and declared in refs:
                 return declared, "metadata"
     for part in [path.stem, *reversed(path.parent.parts)]:
         if part in refs:
@@ -170,13 +173,22 @@ def identify(nb: Any | None, path: Path, refs: dict[str, dict[str, Any]], exerci
 # One notebook
 # ------------------------------------------------------------------------------------------------
 
+def _field(node: Any, *keys: str) -> Any:
+    """``node[k1][k2]...``, or None where a level is missing or not a mapping (metadata is the submission's)."""
+    for key in keys:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
+
+
 def _grade_id(cell: Any) -> str | None:
-    meta = cell.get("metadata", {})
-    info = meta.get("nbgrader", {})
-    if isinstance(info, dict) and info.get("grade"):
-        return info.get("grade_id")
-    legacy = meta.get("grading")
-    return legacy.get("grade_id") if isinstance(legacy, dict) else None
+    """The check cell's grade id (nbgrader's, or the older ``grading`` metadata); None unless it is a string."""
+    if _field(cell, "metadata", "nbgrader", "grade"):
+        grade_id = _field(cell, "metadata", "nbgrader", "grade_id")
+    else:
+        grade_id = _field(cell, "metadata", "grading", "grade_id")
+    return grade_id if isinstance(grade_id, str) else None
 
 
 def _plan(nb: Any, ref: dict[str, Any], notes: list[str]) -> list[dict[str, Any]]:
@@ -239,14 +251,14 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
     """
     import nbformat
 
-    from ._remote import avoided, check_functions, run_submission
+    from ._remote import check_functions, run_submission
     from ._sandbox import INSTALL_HINT, KernelPackage, sandbox_available
 
     check_limits(timeout, notebook_timeout)
     if sandbox is None:
         works, why = sandbox_available()
         if not works:
-            raise RuntimeError(f"cannot grade in a sandbox: {why}. To grade untrusted code, {INSTALL_HINT}.")
+            raise NoSandbox(f"cannot grade in a sandbox: {why}. To grade untrusted code, {INSTALL_HINT}.")
         sandbox = True
     path = Path(path)
     refs = references if references is not None else load_references()
@@ -273,13 +285,12 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
         report.notes.append(f"matched to exercise {name} by the names it defines")
     cells = _plan(nb, ref, report.notes)
     checks = check_functions()
-    avoid = sorted({a for c in cells if c["kind"] == "check" for a in avoided(c["source"], checks)})
+    _scan_sources(cells, checks)
+    taken = _taken_out(cells, ref, checks)
     packages = package if isinstance(package, dict) else {}
-    from ._remote import _is_function
-
-    key = tuple(a for a in avoid if _is_function(a))
+    key = tuple(sorted(taken.items()))
     if key not in packages:
-        packages[key] = KernelPackage(key, sorted(checks))
+        packages[key] = KernelPackage(taken, sorted(checks))
     copy = packages[key]
     try:
         run = run_submission(cells, copy, notebook=raw, sandbox=sandbox, cell_timeout=timeout,
@@ -301,6 +312,30 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
     return report
 
 
+def _scan_sources(cells: list[dict[str, Any]], checks: dict[str, Any]) -> None:
+    """Mark each check cell whose task's code, as submitted, names the piece it forbids (see :mod:`._scan`)."""
+    from ._remote import avoided
+    from ._scan import smuggled
+
+    code = [c["source"] for c in cells if c["kind"] == "code"]
+    for cell in cells:
+        if cell["kind"] == "check":
+            cell["smuggled"] = smuggled(code, cell["source"], checks, avoided(cell["source"], checks))
+
+
+def _taken_out(cells: list[dict[str, Any]], ref: dict[str, Any], checks: dict[str, Any]) -> dict[str, str]:
+    """The package functions the exercise's tasks ask the learner to write, each with the task that asks for it."""
+    from ._remote import _is_function, avoided
+
+    taken: dict[str, str] = {}
+    for cell in cells:
+        if cell["kind"] == "check":
+            for target in avoided(cell["source"], checks):
+                if _is_function(target):
+                    taken.setdefault(target, f"task {cell['grade_id']} of exercise {ref['exercise']}")
+    return taken
+
+
 def check_limits(timeout: float, notebook_timeout: float) -> None:
     """Raise ValueError unless both time limits are finite numbers of seconds > 0."""
     import math
@@ -319,6 +354,9 @@ def _score(cells: list[dict[str, Any]], ref: dict[str, Any], run: Any, timeout: 
         report.notes.append(stopped)
     elif run.crash:
         stopped = f"not run: the grader's runner failed ({run.crash.get('ename')}: {run.crash.get('evalue')})"
+        report.notes.append(stopped)
+    elif not run.ended and run.limit_hit:
+        stopped = f"not run: the submission was stopped because {run.limit_hit}"
         report.notes.append(stopped)
     elif not run.ended:
         why = run.gone or ("a cell ignored the interrupt after its time limit" if run.timed_out_cells else
@@ -348,6 +386,9 @@ def _score(cells: list[dict[str, Any]], ref: dict[str, Any], run: Any, timeout: 
             results.append(TaskResult(task["grade_id"], task["title"], points, 0.0, message))
             continue
         parts = event.get("parts", [])
+        if cells[index].get("smuggled"):
+            results.append(TaskResult(task["grade_id"], task["title"], points, 0.0, cells[index]["smuggled"]))
+            continue
         weights = task.get("parts") or None
         if weights and len(weights) == len(parts):
             score = sum(float(w) for w, p in zip(weights, parts) if p["passed"])
