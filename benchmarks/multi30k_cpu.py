@@ -31,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -105,15 +106,38 @@ def averaged_scores(run: Path, test: list[tuple[str, str]], threads: int) -> dic
             "beam4": bleu(beam, references), "beam4_seconds": beam_seconds}
 
 
+class LoadSampler:
+    """The 1-minute load average every ``every`` seconds while a run trains, in a background thread."""
+
+    def __init__(self, every: float = 15.0) -> None:
+        self.every, self.samples = every, [os.getloadavg()[0]]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.samples.append(os.getloadavg()[0])
+
+    def __enter__(self) -> LoadSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append(os.getloadavg()[0])
+
+
 def one_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """Train one seed from scratch and return its record."""
     out = Path(args.runs) / ("multi30k" if seed == 0 else f"multi30k-seed{seed}")
     options = TrainOptions(dataset="multi30k", data_dir=args.data_dir, device="cpu", threads=args.threads,
                            epochs=args.epochs, train_size=args.train_size, seed=seed, out=str(out),
                            overwrite=True, show=SAMPLES).resolved()
-    load_before = os.getloadavg()[0]
+    commit = git_commit()  # the code this run trains with (taken now: the checkout may change while it runs)
     started = time.time()
-    result = train(options)
+    with LoadSampler() as load:
+        result = train(options)
     if result.interrupted:
         raise KeyboardInterrupt
     records = read_log(out / "log.jsonl")
@@ -125,11 +149,12 @@ def one_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     pairs = load_multi30k("test", args.data_dir)
     averaged = averaged_scores(out, pairs, setup["threads"])
     return {
-        "seed": seed, "run_dir": str(out), "options": options.to_dict(), "threads": setup["threads"],
+        "seed": seed, "commit": commit, "run_dir": str(out), "options": options.to_dict(), "threads": setup["threads"],
         "config": setup["config"], "parameters": setup["parameters"], "vocab_size": setup["vocab_size"],
         "steps": result.step, "train_seconds": result.seconds, "wall_seconds": time.time() - started,
         "first_step_minutes": minutes(next(r for r in records if r["event"] == "train")),
-        "load_average": {"start": load_before, "end": os.getloadavg()[0]},
+        "load_average": {"start": load.samples[0], "end": load.samples[-1], "mean": statistics.fmean(load.samples),
+                         "max": max(load.samples), "samples_every_s": load.every},
         "validation": [{"epoch": r["epoch"], "step": r["step"], "minutes": minutes(r), "bleu": r.get("val_bleu"),
                         "val_loss": r.get("val_loss"), "train_loss": r.get("train_loss")} for r in epochs],
         "curve": [{"step": r["step"], "loss": r["loss"], "lr": r["lr"], "tokens_per_s": r["tokens_per_s"]}
@@ -154,17 +179,41 @@ def save_figure(runs: list[dict[str, Any]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for run in runs:
         points = [(v["minutes"], v["bleu"]) for v in run["validation"] if v["bleu"] is not None]
-        ax.plot(*zip(*points), marker="o", label=f"seed {run['seed']}: validation, greedy")
-        ax.scatter([run["test"]["minutes_at_end"]], [run["test"]["beam4"]], marker="*", s=120,
-                   label=f"seed {run['seed']}: test2016, beam 4")
+        (line,) = ax.plot(*zip(*points), marker="o",
+                          label=f"seed {run['seed']}: validation (300 sentences, greedy)")
+        ax.scatter([run["test"]["minutes_at_end"]], [run["test"]["beam4"]], marker="*", s=140,
+                   color=line.get_color(), zorder=3, label=f"seed {run['seed']}: test2016, beam 4")
+    loads = [run["load_average"].get(k) for run in runs for k in ("start", "end", "max")]
+    loads = [x for x in loads if x is not None]
     ax.set_xlabel("wall-clock minutes from the start (BPE included)")
     ax.set_ylabel("sacreBLEU")
-    ax.set_title(f"Multi30k de->en on {os.cpu_count()} CPU cores")
+    ax.set_title(f"Multi30k de->en on {os.cpu_count()} CPU cores (load average {min(loads):.1f}-{max(loads):.1f})")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def summary_lines(result: dict[str, Any]) -> list[str]:
+    """The README's sentences about the record, written from it (a test checks that the README holds them)."""
+    s, runs = result["summary"], result["runs"]
+    beam, greedy, minutes = s["test_beam4"], s["test_greedy"], s["wall_minutes"]
+    seeds = len(runs)
+
+    def spread_of(x: dict[str, Any], unit: str = "") -> str:
+        return "" if seeds == 1 else f" (min {x['min']:.1f}{unit}, max {x['max']:.1f}{unit})"
+
+    lines = [f"test2016 sacreBLEU **{beam['mean']:.1f}** with beam 4{spread_of(beam)}, {greedy['mean']:.1f} greedy",
+             f"**{minutes['mean']:.0f} minutes** of wall time from the start, BPE included{spread_of(minutes, ' min')}"]
+    if s.get("averaged_beam4"):
+        lines.append(f"the average of the last five epoch checkpoints: {s['averaged_beam4']['mean']:.1f} with beam 4")
+    for r in runs:
+        a = r["load_average"]
+        lines.append(f"seed {r['seed']}: {r['wall_seconds'] / 60:.0f} min at load average "
+                     + (f"{a['mean']:.1f} on average (at most {a['max']:.1f})" if "mean" in a
+                        else f"{a['start']:.1f} at the start and {a['end']:.1f} at the end"))
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -183,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if seed in done:
             print(f"seed {seed}: already measured ({partial}), skipped")
             continue
-        record = {**one_run(seed, args), "commit": git_commit()}
+        record = one_run(seed, args)
         with partial.open("a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
         done[seed] = record
@@ -211,11 +260,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["bleu_signature"] = f"sacreBLEU on detokenized output, {scorer.get_signature()}"
     path = atomic_write(folder / "multi30k-cpu.json", lambda f: f.write(json.dumps(result, indent=1).encode()))
     save_figure(runs, folder / "multi30k-cpu.png")
-    s = result["summary"]
     print(f"\nwrote {path} and {folder / 'multi30k-cpu.png'}")
-    print(f"test2016 sacreBLEU, beam 4: {s['test_beam4']['mean']:.2f} (min {s['test_beam4']['min']:.2f}, "
-          f"max {s['test_beam4']['max']:.2f}, {len(runs)} seed(s)); greedy {s['test_greedy']['mean']:.2f}; "
-          f"wall time {s['wall_minutes']['mean']:.1f} min")
+    for line in summary_lines(result):
+        print(line)
     return 0
 
 
