@@ -210,9 +210,12 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
         lines.append(f"the average of the last five epoch checkpoints: {s['averaged_beam4']['mean']:.1f} with beam 4")
     for r in runs:
         a = r["load_average"]
+        speeds = [c["tokens_per_s"] for c in r.get("curve", [])]
+        speed = f", a median of {statistics.median(speeds):,.0f} tokens per second" if speeds else ""
         lines.append(f"seed {r['seed']}: {r['wall_seconds'] / 60:.0f} min at load average "
                      + (f"{a['mean']:.1f} on average (at most {a['max']:.1f})" if "mean" in a
-                        else f"{a['start']:.1f} at the start and {a['end']:.1f} at the end"))
+                        else f"{a['start']:.1f} at the start and {a['end']:.1f} at the end, not sampled in between")
+                     + speed)
     return lines
 
 

@@ -149,9 +149,10 @@ def corpus_scores(model: Transformer, tokenizer: SharedTokenizer, pairs: list[tu
 
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
     started = time.perf_counter()
-    greedy = translate_sentences(model, tokenizer, sources)
+    # The batch sizes of the training run's own test (Trainer.translate), so that the scores can be compared.
+    greedy = translate_sentences(model, tokenizer, sources, batch_size=250)
     middle = time.perf_counter()
-    beam = translate_sentences(model, tokenizer, sources, batch_size=max(1, 240 // beam_size), beam_size=beam_size)
+    beam = translate_sentences(model, tokenizer, sources, batch_size=max(1, 250 // beam_size), beam_size=beam_size)
     end = time.perf_counter()
     return {"greedy": bleu(greedy, references), f"beam{beam_size}": bleu(beam, references),
             "greedy_seconds": middle - started, f"beam{beam_size}_seconds": end - middle}

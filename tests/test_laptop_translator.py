@@ -6,6 +6,7 @@ import dataclasses
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -189,3 +190,71 @@ def test_an_old_checkpoint_without_the_stored_length_reads_it_from_its_runs_log(
                  if json.loads(line)["event"] == "setup")
     assert training_length(checkpoint, tiny_translator) == setup["max_tokens"]
     assert training_length(checkpoint, tiny_translator.parent / "elsewhere.pt") is None
+
+
+def _benchmark_module() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("multi30k_cpu", REPO_ROOT / "benchmarks" / "multi30k_cpu.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_states_the_committed_translator_record() -> None:
+    record = json.loads((REPO_ROOT / "benchmarks" / "results" / "multi30k-cpu.json").read_text())
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    lines = _benchmark_module().summary_lines(record)
+    assert len(lines) >= 3
+    for line in lines:
+        assert line in readme, f"the README should say, from benchmarks/results/multi30k-cpu.json: {line!r}"
+    assert all(run["config"]["embedding_init"] == "normal" and run["parameters"] > 7_000_000 for run in record["runs"])
+    assert record["summary"]["test_beam4"]["n"] == len(record["seeds"]) == len(record["runs"])
+
+
+def test_the_summary_lines_follow_the_record() -> None:
+    spread = {"mean": 38.04, "min": 37.5, "max": 38.5, "sd": 0.7, "values": [37.5, 38.5], "n": 2}
+    runs = [{"seed": s, "wall_seconds": 1800.0 + 60 * s, "load_average": {"start": 0.5, "end": 2.0, "mean": 2.1,
+                                                                         "max": 2.6}} for s in (0, 1)]
+    record = {"summary": {"test_beam4": spread, "test_greedy": {**spread, "mean": 37.0},
+                          "wall_minutes": {**spread, "mean": 30.5, "min": 30.0, "max": 31.0},
+                          "averaged_beam4": None}, "runs": runs}
+    lines = _benchmark_module().summary_lines(record)
+    assert lines[0] == "test2016 sacreBLEU **38.0** with beam 4 (min 37.5, max 38.5), 37.0 greedy"
+    assert lines[1] == "**30 minutes** of wall time from the start, BPE included (min 30.0 min, max 31.0 min)"
+    assert lines[2] == "seed 0: 30 min at load average 2.1 on average (at most 2.6)"
+    runs[1]["load_average"] = {"start": 1.2, "end": 1.9}  # recorded before the load was sampled
+    runs[1]["curve"] = [{"tokens_per_s": v} for v in (1000.0, 5000.0, 4000.0)]
+    assert _benchmark_module().summary_lines(record)[3] == (
+        "seed 1: 31 min at load average 1.2 at the start and 1.9 at the end, not sampled in between, "
+        "a median of 4,000 tokens per second")
+
+
+def test_load_translator_finds_a_finished_multi30k_run_and_says_what_it_is(tiny_translator: Path,
+                                                                           tmp_path: Path) -> None:
+    from minitransformer.translator import load_translator
+
+    found = load_translator(tiny_translator)
+    assert found is not None and not found.full  # --train-size 300, 2 epochs: a short run
+    assert found.description.startswith("a SHORT run") and "test2016 BLEU (12 sentences)" in found.description
+    assert set(found.test_bleu) == {"greedy"}  # --test-beam 1
+    assert load_translator(tmp_path) is None  # no run there
+
+
+def test_beam_wins_and_log_probs_agree_with_their_definitions(tiny_translator: Path) -> None:
+    from minitransformer.translator import beam_wins, corpus_scores, load_translator, sentence_log_probs
+
+    found = load_translator(tiny_translator)
+    assert found is not None
+    pairs = load_multi30k("test", MULTI30K)[:20]
+    lp = sentence_log_probs(found.model, found.tokenizer, [s for s, _ in pairs[:3]], [t for _, t in pairs[:3]])
+    assert lp.shape == (3,) and bool((lp < 0).all())
+    with pytest.raises(ValueError, match="expected as many outputs as sources, got 1 and 3"):
+        sentence_log_probs(found.model, found.tokenizer, [s for s, _ in pairs[:3]], ["x"])
+    for win in beam_wins(found.model, found.tokenizer, pairs):
+        assert win["log_p_beam"] > win["log_p_greedy"] and win["bleu_beam"] > win["bleu_greedy"]
+        again = sentence_log_probs(found.model, found.tokenizer, [win["source"]] * 2, [win["greedy"], win["beam"]])
+        assert again.tolist() == pytest.approx([win["log_p_greedy"], win["log_p_beam"]], abs=1e-4)
+    scores = corpus_scores(found.model, found.tokenizer, pairs)
+    assert 0.0 <= scores["greedy"] <= 100.0 and 0.0 <= scores["beam4"] <= 100.0 and scores["beam4_seconds"] > 0
