@@ -82,7 +82,7 @@ CASES = [
     (["train", "--threads", "0"], None, r"threads must be at least 1 when given, got 0"),
     (["train", "--resume", "--overwrite", "--out", "{tmp}/run"], None, r"--resume and --overwrite exclude each other"),
     (["train", "--device", "bogus"], None, r"--device must be auto, cpu, cuda, cuda:<index> or mps, got 'bogus'"),
-    (["train", "--dataset", "multi30k", "--data-dir", "{tmp}/no-such-folder"], None,
+    (["train", "--dataset", "multi30k", "--data-dir", "{tmp}/no-such-folder", "--out", "{tmp}/run"], None,
      r"Multi30k folder .*no-such-folder \(given by --data-dir.*\) does not exist"),
     (["train", *SMALL, "--batch-tokens", "1", "--out", "{tmp}/run"], None,
      r"batch_tokens=1 holds no training pair.* expected a budget of at least"),

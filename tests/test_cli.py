@@ -236,7 +236,7 @@ def test_a_cpu_run_estimated_to_take_hours_is_refused_without_allow_slow(
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "per step" in err and "per epoch" in err and "GB of disk" in err and "--allow-slow" in err
-    assert "--preset tiny --d-model 128" in err  # the CPU-sized model is suggested
+    assert "--preset small" in err  # the CPU-sized model (the laptop recipe's) is suggested
     assert not list((tmp_path / "run").glob("checkpoint-*.pt"))
     assert main([*args, "--allow-slow", "--overwrite"]) == 0
     assert "warning: this run would train" in capsys.readouterr().err
