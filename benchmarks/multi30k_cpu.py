@@ -183,11 +183,9 @@ def save_figure(runs: list[dict[str, Any]], path: Path) -> None:
                           label=f"seed {run['seed']}: validation (300 sentences, greedy)")
         ax.scatter([run["test"]["minutes_at_end"]], [run["test"]["beam4"]], marker="*", s=140,
                    color=line.get_color(), zorder=3, label=f"seed {run['seed']}: test2016, beam 4")
-    loads = [run["load_average"].get(k) for run in runs for k in ("start", "end", "max")]
-    loads = [x for x in loads if x is not None]
     ax.set_xlabel("wall-clock minutes from the start (BPE included)")
     ax.set_ylabel("sacreBLEU")
-    ax.set_title(f"Multi30k de->en on {os.cpu_count()} CPU cores (load average {min(loads):.1f}-{max(loads):.1f})")
+    ax.set_title(f"Multi30k de->en on {os.cpu_count()} CPU cores (each run's load: in the JSON)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
