@@ -6,8 +6,9 @@ Usage:
 
 The baseline is one step of ``train --dataset multi30k`` on a machine without a CUDA GPU: the
 ``small`` preset (d_model 256, 3+3 layers) on a batch of 4,096 tokens per side (sentences of 16
-tokens, as Multi30k's average after BPE), forward, label-smoothed loss, backward, clipping and
-Adam, with the recipe's thread count. Each idea changes one thing. The ideas take turns within
+tokens, as Multi30k's average after BPE), forward, label-smoothed loss, backward and Adam
+(``minitransformer.profiling.time_training_steps``, the harness of the GPU comparison), with the
+recipe's thread count. Each idea changes one thing. The ideas take turns within
 each round (the order flips every round), and the fastest round of each counts, which evens out
 other programs on a shared machine. Printed per idea: seconds per step, target tokens per second,
 and the speed-up over the baseline; ``--json`` writes the same with the machine and its load.
@@ -22,8 +23,6 @@ import json
 import os
 import platform
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +33,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from minitransformer import Transformer, TransformerConfig, set_seed  # noqa: E402
-from minitransformer.profiling import synthetic_batches  # noqa: E402
-from minitransformer.training import label_smoothed_nll  # noqa: E402
+from minitransformer.profiling import StepTiming, synthetic_batches, time_training_steps  # noqa: E402
 
 LENGTH = 16
 
@@ -51,27 +49,12 @@ IDEAS: dict[str, tuple[str, dict[str, Any], int, int, int | None, bool]] = {
 }
 
 
-def make_step(name: str) -> tuple[Callable[[], None], int, float]:
-    """A closure that runs one training step of idea ``name``; the target tokens per step; compile seconds."""
+def make_model(name: str) -> tuple[Any, list[Any]]:
+    """The model (compiled when the idea says so) and its one synthetic batch for idea ``name``."""
     _, overrides, vocab, tokens, _, compiled = IDEAS[name]
     set_seed(0)
     model = Transformer(TransformerConfig.small(vocab, **overrides))
-    module: Any = torch.compile(model) if compiled else model
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, foreach=True)
-    batch = synthetic_batches(vocab, tokens, LENGTH, count=1)[0]
-    n_tgt = batch.n_tgt_tokens
-
-    def step() -> None:
-        logits = module(batch.src, batch.tgt_in)  # (B, T, V)
-        loss, _, _ = label_smoothed_nll(logits, batch.tgt_out, 0.1, model.config.pad_id)
-        (loss / n_tgt).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    started = time.perf_counter()
-    step()  # warm-up (and compilation)
-    return step, n_tgt, time.perf_counter() - started
+    return (torch.compile(model) if compiled else model), synthetic_batches(vocab, tokens, LENGTH, count=1)
 
 
 def main() -> None:
@@ -85,30 +68,31 @@ def main() -> None:
         args.ideas = ["base", *args.ideas]
     cores = torch.get_num_threads()
     load_before = os.getloadavg()[0]
-    steps, tokens, compile_s = {}, {}, {}
-    for name in args.ideas:
-        torch.set_num_threads(IDEAS[name][4] or cores)
-        steps[name], tokens[name], compile_s[name] = make_step(name)
-    best = {name: float("inf") for name in args.ideas}
+    models = {name: make_model(name) for name in args.ideas}
+    best: dict[str, StepTiming] = {}
+    first_step: dict[str, float] = {}  # the untimed first step of each idea (compilation included)
     for r in range(args.rounds):
         for name in (args.ideas if r % 2 == 0 else args.ideas[::-1]):
             torch.set_num_threads(IDEAS[name][4] or cores)
-            started = time.perf_counter()
-            for _ in range(args.steps):
-                steps[name]()
-            best[name] = min(best[name], (time.perf_counter() - started) / args.steps)
+            module, batches = models[name]
+            timing = time_training_steps(module, batches, torch.device("cpu"), steps=args.steps,
+                                         warmup=1 if r == 0 else 0)
+            first_step.setdefault(name, timing.first_steps_seconds)
+            if name not in best or timing.seconds_per_step < best[name].seconds_per_step:
+                best[name] = timing
     torch.set_num_threads(cores)
     print(f"{platform.processor() or platform.machine()}, {cores} threads by default, torch {torch.__version__}, "
           f"load average {load_before:.1f} at the start; best of {args.rounds} rounds x {args.steps} steps")
     print(f"{'idea':<12} {'s/step':>7} {'tgt tok/s':>10} {'speed-up':>9}  what changes")
     rows = []
     for name in args.ideas:
-        rate = tokens[name] / best[name]
-        speedup = rate / (tokens["base"] / best["base"])
-        extra = f" (compiled in {compile_s[name]:.0f} s)" if IDEAS[name][5] else ""
-        print(f"{name:<12} {best[name]:>7.3f} {rate:>10,.0f} {speedup:>8.2f}x  {IDEAS[name][0]}{extra}")
-        rows.append({"idea": name, "what": IDEAS[name][0], "seconds_per_step": best[name], "tgt_tokens_per_s": rate,
-                     "speedup": speedup, "first_step_seconds": compile_s[name]})
+        rate, base = best[name].tgt_tokens_per_s, best["base"].tgt_tokens_per_s
+        extra = f" (compiled in {first_step[name]:.0f} s)" if IDEAS[name][5] else ""
+        print(f"{name:<12} {best[name].seconds_per_step:>7.3f} {rate:>10,.0f} {rate / base:>8.2f}x  "
+              f"{IDEAS[name][0]}{extra}")
+        rows.append({"idea": name, "what": IDEAS[name][0], "seconds_per_step": best[name].seconds_per_step,
+                     "tgt_tokens_per_s": rate, "speedup": rate / base,
+                     "first_step_seconds": first_step[name]})
     if args.json:
         Path(args.json).write_text(json.dumps({
             "command": " ".join(["python", "benchmarks/cpu_step_ideas.py", *sys.argv[1:]]),

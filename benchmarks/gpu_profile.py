@@ -44,6 +44,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))  # run from a checkout without installing the package
 
 from minitransformer import Transformer, TransformerConfig, get_device, set_seed  # noqa: E402
+from minitransformer.evaluation import bleu_signature  # noqa: E402
 from minitransformer.profile_results import SCHEMA, format_result_table, result_path  # noqa: E402
 from minitransformer.profiling import (compare_with_torch, device_name, mfu, peak_memory,  # noqa: E402
                                        peak_tflops, reset_peak_memory, stack_parameters, synthetic_batches,
@@ -143,11 +144,7 @@ def quality_signature(metric: str) -> str:
     """How the quality figure was computed, in sacreBLEU's own words for BLEU."""
     if metric != "bleu":
         return "exact match of the whole output, in percent"
-    from sacrebleu.metrics import BLEU
-
-    scorer = BLEU()  # corpus_bleu's defaults: 13a tokenization, mixed case, exponential smoothing
-    scorer.corpus_score(["a"], [["a"]])  # the signature needs the number of references
-    return f"sacreBLEU on detokenized output, {scorer.get_signature()}"
+    return bleu_signature()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -45,10 +45,11 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))  # run from a checkout without installing the package
 
 from minitransformer.data import fetch_multi30k, load_multi30k  # noqa: E402
-from minitransformer.evaluation import bleu, translate_sentences  # noqa: E402
+from minitransformer.evaluation import bleu_signature  # noqa: E402
 from minitransformer.training import TrainOptions, read_log, train  # noqa: E402
 from minitransformer.training.checkpoint import (atomic_torch_save, average_checkpoints, list_checkpoints,  # noqa: E402
                                                  load_model)
+from minitransformer.translator import corpus_scores  # noqa: E402
 from minitransformer.utils import atomic_write  # noqa: E402
 
 #: Test sentences kept in the record with their translations.
@@ -97,13 +98,7 @@ def averaged_scores(run: Path, test: list[tuple[str, str]], threads: int) -> dic
     averaged = run / "averaged.pt"
     atomic_torch_save(average_checkpoints(files), averaged)
     model, tokenizer, _ = load_model(averaged)
-    sources, references = [s for s, _ in test], [t for _, t in test]
-    started = time.perf_counter()
-    beam = translate_sentences(model, tokenizer, sources, "cpu", 60, beam_size=4)
-    beam_seconds = time.perf_counter() - started
-    greedy = translate_sentences(model, tokenizer, sources, "cpu", 250)
-    return {"checkpoints": [f.name for f in files], "greedy": bleu(greedy, references),
-            "beam4": bleu(beam, references), "beam4_seconds": beam_seconds}
+    return {"checkpoints": [f.name for f in files], **corpus_scores(model, tokenizer, test)}
 
 
 class LoadSampler:
@@ -251,14 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "wall_minutes": spread([r["wall_seconds"] / 60 for r in runs]),
                     "averaged_beam4": (spread([r["test"]["averaged_last"]["beam4"] for r in runs])
                                        if all(r["test"]["averaged_last"] for r in runs) else None)},
-        "bleu_signature": runs[0].get("bleu_signature"),
+        "bleu_signature": bleu_signature(),
         "runs": runs,
     }
-    from sacrebleu.metrics import BLEU
-
-    scorer = BLEU()
-    scorer.corpus_score(["a"], [["a"]])
-    result["bleu_signature"] = f"sacreBLEU on detokenized output, {scorer.get_signature()}"
     path = atomic_write(folder / "multi30k-cpu.json", lambda f: f.write(json.dumps(result, indent=1).encode()))
     save_figure(runs, folder / "multi30k-cpu.png")
     print(f"\nwrote {path} and {folder / 'multi30k-cpu.png'}")

@@ -51,6 +51,15 @@ def reference_streams(references: Sequence[str | Sequence[str]]) -> list[list[st
     return [[group[k] if k < len(group) else None for group in per_sentence] for k in range(most)]
 
 
+def bleu_signature() -> str:
+    """How :func:`bleu` scores, in sacreBLEU's own words: "sacreBLEU on detokenized output, nrefs:1|case:mixed|..."."""
+    from sacrebleu.metrics import BLEU
+
+    scorer = BLEU()  # corpus_bleu's defaults: 13a tokenization, mixed case, exponential smoothing
+    scorer.corpus_score(["a"], [["a"]])  # the signature needs the number of references
+    return f"sacreBLEU on detokenized output, {scorer.get_signature()}"
+
+
 def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     """Fraction of hypotheses identical to their reference (after stripping outer spaces).
 
