@@ -1,10 +1,11 @@
-"""Reading an ablation suite's results: comparisons with the baseline and the paper, and figures (lesson 10).
+"""Reading an ablation suite's results: paired comparisons with the baseline and the paper, and figures (lesson 10).
 
 The results are the JSON written by ``benchmarks/ablations.py`` (see
-:mod:`minitransformer.ablations`). A difference between a variant and the run it is
-compared with counts as *measured* only when the ranges of the two over seeds do not
-overlap; otherwise it is *within noise*. The paper's direction is the sign of its
-Table 3 difference from its base model.
+:mod:`minitransformer.ablations`). A variant is compared with its reference seed by seed
+(:mod:`minitransformer.ablation_stats`): a 95% confidence interval of the paired difference,
+and a verdict ("better", "worse") only where the paired t-test stays significant after Holm's
+correction over the whole suite; otherwise "inconclusive at this budget". The paper's change
+is its Table 3 row against its base model, on the same scale (perplexity ratio, BLEU points).
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from .ablations import PAPER_BASE, VARIANTS
 
 #: The figure's panels: a title and the variants drawn in it (with the one they are compared to).
 PANELS: list[tuple[str, list[str]]] = [
-    ("(A) heads at fixed d_model", ["baseline", "heads_1", "heads_x4"]),
-    ("(B) smaller queries and keys", ["baseline", "dk_quarter"]),
-    ("(C) model width", ["baseline", "smaller", "larger"]),
-    ("(D) dropout, label smoothing", ["baseline", "dropout_0", "smoothing_0"]),
-    ("(E) positions, and the embeddings' start", ["baseline", "learned_pos", "no_pos", "embed_normal",
-                                                    "embed_normal_learned"]),
-    ("warm-up: post-LN and pre-LN", ["baseline", "no_warmup", "pre_ln", "pre_ln_no_warmup"]),
-    ("scaling, sharing, clipping", ["baseline", "no_scale", "untied", "no_clip"]),
+    ("(A) heads at fixed d_model", ["baseline", "heads_1", "heads_4", "heads_16", "heads_32"]),
+    ("(B) narrower queries and keys", ["baseline", "dk_quarter", "dk_half"]),
+    ("(C) model size", ["baseline", "d_model_half", "d_model_double", "d_ff_half", "d_ff_double"]),
+    ("(D) dropout, label smoothing", ["baseline", "dropout_0", "dropout_0.2", "smoothing_0", "smoothing_0.2"]),
+    ("(E) positions", ["baseline", "learned_pos", "no_pos"]),
+    ("the schedule: warm-up and decay", ["baseline", "no_warmup", "constant_lr"]),
+    ("departures: LN, sharing, clipping, scaling, start", ["baseline", "pre_ln", "untied", "no_clip", "no_scale",
+                                                          "xavier_embed"]),
 ]
 
 
@@ -51,43 +52,6 @@ def load_results(path: str | Path) -> dict[str, Any]:
     if "summary" not in report or "runs" not in report:
         raise ValueError(f"{path} is not an ablation results file: expected keys 'summary' and 'runs'")
     return report
-
-
-def compare(summary: dict[str, Any], name: str, metric: str = "ppl") -> dict[str, Any]:
-    """How variant ``name`` differs from the run it is compared with, and from the paper's direction.
-
-    Args:
-        summary: the ``summary`` of a results file.
-        name: a variant in it.
-        metric: "ppl" (lower is better) or "bleu" (higher is better).
-
-    Returns:
-        A dict with ``difference`` (ours minus theirs, means), ``measured`` (bool: the seed ranges do not
-        overlap), ``better`` (bool or None), ``paper_difference`` (float or None) and ``agrees`` (bool or
-        None); ``agrees`` is None when the paper has no figure or our difference is within noise, and
-        False for a measured difference where the paper saw none.
-    """
-    ours = summary[name]
-    if ours["compare_to"] not in summary:  # an unfinished suite: the reference has no run yet
-        return {"difference": None, "measured": False, "better": None, "paper_difference": None, "agrees": None}
-    base = summary[ours["compare_to"]]
-    a, b = ours[metric], base[metric]
-    if a["mean"] is None or b["mean"] is None:
-        return {"difference": None, "measured": ours["diverged"] > 0, "better": False if ours["diverged"] else None,
-                "paper_difference": None, "agrees": None}
-    difference = a["mean"] - b["mean"]
-    measured = a["min"] > b["max"] or a["max"] < b["min"]
-    better = (difference < 0) if metric == "ppl" else (difference > 0)
-    paper = ours.get("paper")
-    paper_difference = None
-    if paper and ours["compare_to"] == "baseline" and name != "baseline":
-        paper_difference = paper[metric] - PAPER_BASE[metric]
-    agrees = None
-    if paper_difference is not None and measured:
-        # The paper saw no change (e.g. 25.8 -> 25.8): a measured difference of ours disagrees.
-        agrees = abs(paper_difference) > 1e-9 and (paper_difference > 0) == (difference > 0)
-    return {"difference": difference, "measured": measured, "better": better if measured else None,
-            "paper_difference": paper_difference, "agrees": agrees}
 
 
 def curves(report: dict[str, Any], name: str, kind: str = "valid") -> tuple[list[float], list[list[float]]]:
@@ -201,97 +165,57 @@ def _pm(stats: dict[str, Any], digits: int = 1) -> str:
     return f"{stats['mean']:.{digits}f} ± {stats['std']:.{digits}f}"
 
 
-def verdict(summary: dict[str, Any], name: str) -> str:
-    """One phrase: how variant ``name`` compares with its reference run and with the paper.
+_SAID = {"better": "better", "worse": "worse", "diverged": "diverged", "inconclusive": "inconclusive"}
 
-    Built from :func:`compare` on perplexity and BLEU, e.g. "perplexity worse, BLEU within noise;
-    vs the paper: perplexity agrees, BLEU noise" ("noise": ours is within the seed spread).
+
+def verdict(analysis: dict[str, dict[str, Any]], name: str) -> str:
+    """One phrase: how variant ``name`` compares with its reference and with the paper.
+
+    Built from :func:`minitransformer.ablation_stats.analyse`, e.g. "perplexity worse, BLEU
+    inconclusive; paper: perplexity agrees" (a paper verdict only where ours is better or worse).
     """
     parts, agreement = [], []
     for metric, label in (("ppl", "perplexity"), ("bleu", "BLEU")):
-        c = compare(summary, name, metric)
-        if c["difference"] is None:
-            parts.append(f"{label}: diverged" if summary[name]["diverged"] else f"{label}: no data")
-            continue
-        parts.append(f"{label} {'within noise' if not c['measured'] else 'better' if c['better'] else 'worse'}")
-        if c["paper_difference"] is not None:
-            agreement.append(f"{label} {'noise' if c['agrees'] is None else 'agrees' if c['agrees'] else 'disagrees'}")
-    text = ", ".join(parts)
-    if agreement:
-        text += "; vs the paper: " + ", ".join(agreement)
-    return text
+        r = analysis[name][metric]
+        parts.append(f"{label} {_SAID[r['verdict']]}")
+        if r["agrees"] is not None:
+            agreement.append(f"{label} {'agrees' if r['agrees'] else 'disagrees'}")
+    return ", ".join(parts) + ("; paper: " + ", ".join(agreement) if agreement else "")
 
 
-def comparison_table(summary: dict[str, Any], names: list[str]) -> str:
-    """A Markdown table of ``names``: our mean ± standard deviation over seeds, the difference from the
-    reference run, the paper's Table 3 figures and difference, and the verdict (:func:`verdict`).
+def _p(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return "<0.001" if value < 0.001 else f"{value:.3f}" if value < 0.1 else f"{value:.2f}"
+
+
+def comparison_table(report: dict[str, Any], names: list[str],
+                     analysis: dict[str, dict[str, Any]] | None = None) -> str:
+    """A Markdown table of ``names`` against their reference runs and against Table 3.
+
+    Columns: our perplexity and BLEU (mean ± sample standard deviation over n seeds), the paired
+    change from the reference with its 95% confidence interval and Holm-corrected p-value
+    (perplexity as a ratio, BLEU in points), the paper's change on the same scale, and the verdict.
     """
-    header = ("| variant | vs | our perplexity | Δ | our BLEU | Δ | paper perplexity (Δ) | paper BLEU (Δ) | "
-              "verdict |\n|---|---|---|---|---|---|---|---|---|")
-    rows = [header]
+    from .ablation_stats import analyse, describe, describe_paper
+
+    summary = report["summary"]
+    analysis = analysis if analysis is not None else analyse(report)
+    rows = ["| variant | vs | perplexity (mean ± SD) | BLEU (mean ± SD) | perplexity ratio [95% CI] (Holm p) | "
+            "BLEU change [95% CI] (Holm p) | paper: ratio, BLEU | verdict |", "|---|---|---|---|---|---|---|---|"]
     for name in names:
         if name not in summary:
-            rows.append(f"| {name} | | not run yet | | | | | | |")
+            rows.append(f"| {name} | | not run yet | | | | | |")
             continue
         s = summary[name]
-        ppl, bleu = compare(summary, name, "ppl"), compare(summary, name, "bleu")
-        ref = s["compare_to"] if name != "baseline" else ""
-        d_ppl = f"{ppl['difference']:+.1f}" if ppl["difference"] is not None and ref else ""
-        d_bleu = f"{bleu['difference']:+.1f}" if bleu["difference"] is not None and ref else ""
-        paper = s.get("paper")
-        if paper and (name == "baseline" or s["compare_to"] == "baseline"):
-            p_ppl = f"{paper['ppl']:.2f}" + (f" ({paper['ppl'] - PAPER_BASE['ppl']:+.2f})" if ref else "")
-            p_bleu = f"{paper['bleu']:.1f}" + (f" ({paper['bleu'] - PAPER_BASE['bleu']:+.1f})" if ref else "")
-        else:
-            p_ppl = p_bleu = "—"
-        rows.append(f"| {name} ({len(s['seeds'])} seed{'s' if len(s['seeds']) > 1 else ''}) | {ref} | {_pm(s['ppl'])} | {d_ppl} | {_pm(s['bleu'])} | "
-                    f"{d_bleu} | {p_ppl} | {p_bleu} | {verdict(summary, name) if ref else 'reference'} |")
+        seeds = f"{len(s['seeds'])} seed{'s' if len(s['seeds']) != 1 else ''}"
+        if name not in analysis:
+            rows.append(f"| {name} ({seeds}) | | {_pm(s['ppl'], 2)} | {_pm(s['bleu'])} | | | | reference |")
+            continue
+        a = analysis[name]
+        paper = f"{describe_paper(a['ppl']['paper'], 'ppl')}, {describe_paper(a['bleu']['paper'], 'bleu')}" \
+            if a["ppl"]["paper"] is not None else "—"
+        rows.append(f"| {name} ({seeds}) | {s['compare_to']} | {_pm(s['ppl'], 2)} | {_pm(s['bleu'])} | "
+                    f"{describe(a['ppl'], 'ppl')} ({_p(a['ppl']['p_holm'])}) | "
+                    f"{describe(a['bleu'], 'bleu')} ({_p(a['bleu']['p_holm'])}) | {paper} | {verdict(analysis, name)} |")
     return "\n".join(rows)
-
-
-def embedding_start_report(summary: dict[str, Any]) -> str:
-    """Markdown for lesson 10's test of its row E explanation, written from the results alone.
-
-    The explanation: learned (or no) positions beat the sinusoid here because Xavier-initialised token
-    vectors start small next to it. Prediction: ``embed_normal`` (token tables from N(0, 1/d_model),
-    sinusoids kept) closes most of the perplexity gap between the baseline and ``learned_pos``.
-    Then row E's own question with that start: ``embed_normal_learned`` against ``embed_normal``.
-    Each verdict follows from :func:`compare` (seed ranges), never from a fixed sentence.
-    """
-    names = ("baseline", "learned_pos", "embed_normal")
-    if any(name not in summary for name in names):
-        return "`embed_normal` is not in these results yet: run `python benchmarks/ablations.py` to add it."
-    ppl = {name: summary[name]["ppl"]["mean"] for name in names}
-    if None in ppl.values():
-        return "A run of the embedding test diverged: see the table above."
-    closed = (ppl["baseline"] - ppl["embed_normal"]) / (ppl["baseline"] - ppl["learned_pos"])  # share of the gap
-    better = compare(summary, "embed_normal", "ppl")["better"]
-    if closed >= 0.5 and better:
-        found = ("closes most of the gap: most of row E's difference here comes from the small start of the "
-                 "Xavier table, not from the sinusoid itself")
-    elif better:
-        found = "closes part of the gap: the start of the embeddings explains some of row E here, not all of it"
-    else:
-        found = "does not close the gap: the explanation is wrong or incomplete"
-    parts = [comparison_table(summary, list(names)),
-             f"Mean perplexity: baseline {ppl['baseline']:.1f}, learned positions {ppl['learned_pos']:.1f}, "
-             f"sinusoids with normal-initialised tokens {ppl['embed_normal']:.1f}. The new start {found} "
-             f"({100 * closed:.0f}% of the perplexity gap)."]
-    if "embed_normal_learned" in summary:
-        parts.append(comparison_table(summary, ["embed_normal", "embed_normal_learned"]))
-        row_e = {metric: compare(summary, "embed_normal_learned", metric) for metric in ("ppl", "bleu")}
-        said = {True: "better", False: "worse", None: "within noise"}
-        how = ", ".join(f"{label} {said[row_e[metric]['better']]}" for metric, label in (("ppl", "perplexity"),
-                                                                                          ("bleu", "BLEU")))
-        row = VARIANTS["learned_pos"].paper or {}  # Table 3 row E against the base model
-        paper = (f"the paper found them nearly identical ({row['ppl']:.2f} against {PAPER_BASE['ppl']:.2f} perplexity, "
-                 f"{row['bleu']:.1f} against {PAPER_BASE['bleu']:.1f} BLEU)")
-        if row_e["ppl"]["measured"] or row_e["bleu"]["measured"]:
-            tail = (f"{paper[0].upper() + paper[1:]}; at this scale a difference remains. The learned table starts "
-                    "small (Xavier), while the sinusoid is as large as the token vectors from the first step; "
-                    "whether 100,000 steps (the paper's budget) would close the rest, 900 steps cannot tell.")
-        else:
-            tail = f"That is row E's result: {paper}."
-        parts.append(f"With the token tables of both drawn from N(0, 1/d_model), learned positions against "
-                     f"sinusoids: {how}. {tail}")
-    return "\n\n".join(parts)

@@ -2,10 +2,13 @@
 
 The paper's Table 3 varies one thing at a time around the base model (rows A to E: heads,
 d_k, size, dropout and label smoothing, learned positions). :data:`VARIANTS` does the same
-around a small baseline, and adds the recipe's choices that Table 3 leaves out (warm-up for
-post-LN and pre-LN, the sqrt(d_k) scaling, weight sharing, gradient clipping). Every variant
-is one setting away from the baseline, and every setting is an option of the package
-(a :class:`~minitransformer.config.TransformerConfig` field or a training option).
+around a small baseline, each Table 3 row scaled to it in the paper's own ratios (8 heads as
+in the paper; d_model, d_ff and d_k times the paper's value over its base value), and adds
+what Table 3 leaves out: the schedule (warm-up and decay, separately) and the course's
+other choices (pre-LN, weight sharing, gradient clipping, the sqrt(d_k) scaling, the start of
+the embeddings), labelled as departures. Every variant changes only what its row changes,
+and every setting is an option of the package (a
+:class:`~minitransformer.config.TransformerConfig` field or a training option).
 
 :func:`run_ablation` trains one (variant, seed) for a fixed number of steps and returns
 its curves and final figures as plain data; ``benchmarks/ablations.py`` runs the whole
@@ -33,6 +36,12 @@ from .training.schedule import transformer_scheduler
 from .utils import set_seed
 
 
+#: The paper's base model on the development set (Table 3): perplexity per word piece, BLEU, and
+#: the sizes the rows of Table 3 are scaled from (h heads of d_k, d_model, d_ff, N layers).
+PAPER_BASE = {"ppl": 4.92, "bleu": 25.8, "row": "base", "n_heads": 8, "d_k": 64, "d_model": 512, "d_ff": 2048,
+              "layers": 6}
+
+
 @dataclass(frozen=True)
 class AblationSize:
     """The baseline of an ablation suite: model size, data and step budget.
@@ -56,11 +65,11 @@ class AblationSize:
         eval_every: steps between validation-perplexity points of the curve.
         log_every: steps between training-loss points of the curve.
         valid_sentences: validation pairs scored for perplexity (None: all 1,014).
-        bleu_sentences: the first N validation pairs translated (greedy) for BLEU.
+        bleu_sentences: the first N validation pairs translated (greedy) for BLEU (1,014: all of them).
     """
 
     d_model: int = 128
-    n_heads: int = 4
+    n_heads: int = 8
     d_ff: int = 512
     layers: int = 2
     dropout: float = 0.1
@@ -69,13 +78,13 @@ class AblationSize:
     vocab_size: int = 4000
     train_size: int | None = None
     batch_tokens: int = 1200
-    steps: int = 900
-    warmup: int = 100
+    steps: int = 1000
+    warmup: int = 400
     lr_factor: float = 0.5
-    eval_every: int = 150
+    eval_every: int = 200
     log_every: int = 10
     valid_sentences: int | None = None
-    bleu_sentences: int = 200
+    bleu_sentences: int = 1014
 
     def __post_init__(self) -> None:
         for name in ("d_model", "n_heads", "d_ff", "layers", "vocab_size", "batch_tokens", "steps", "warmup",
@@ -83,9 +92,10 @@ class AblationSize:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"AblationSize.{name} must be a positive int, got {value!r}")
-        if self.d_model % (4 * self.n_heads):
-            raise ValueError(f"d_model must be divisible by 4 * n_heads (the 4x-heads variant of row A), "
-                             f"got d_model={self.d_model}, n_heads={self.n_heads}")
+        if self.n_heads % PAPER_BASE["n_heads"] or self.d_model % (4 * self.n_heads):
+            raise ValueError(f"n_heads must be a multiple of the paper's {PAPER_BASE['n_heads']} (row A scales it "
+                             f"by 1/8 .. 4) and d_model divisible by 4 * n_heads (row A's 32 heads and row B's "
+                             f"d_k / 4), got d_model={self.d_model}, n_heads={self.n_heads}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,10 +105,10 @@ class AblationSize:
 #: "base" the paper's base model for a GPU (fewer steps than the paper's 100,000).
 SIZES: dict[str, AblationSize] = {
     "cpu": AblationSize(),
-    "quick": AblationSize(d_model=64, n_heads=2, d_ff=256, steps=150, warmup=40, eval_every=50,
+    "quick": AblationSize(d_model=64, n_heads=8, d_ff=256, steps=150, warmup=40, eval_every=50,
                           batch_tokens=1200, train_size=8000, valid_sentences=300, bleu_sentences=100,
                           vocab_size=2000, lr_factor=0.5),
-    "tiny": AblationSize(d_model=32, n_heads=2, d_ff=64, layers=1, steps=12, warmup=4, eval_every=6,
+    "tiny": AblationSize(d_model=32, n_heads=8, d_ff=64, layers=1, steps=12, warmup=4, eval_every=6,
                          log_every=3, batch_tokens=400, train_size=600, valid_sentences=40, bleu_sentences=12,
                          vocab_size=300, lr_factor=1.0),
     "base": AblationSize(d_model=512, n_heads=8, d_ff=2048, layers=6, steps=3000, warmup=800, eval_every=250,
@@ -112,7 +122,7 @@ class Variant:
 
     Args:
         name: short identifier (a key of :data:`VARIANTS`).
-        group: the Table 3 row ("A" ... "E") or "recipe" for choices Table 3 leaves out.
+        group: the Table 3 row ("A" ... "E"), "schedule" or "departure" (a key of :data:`GROUPS`).
         label: what it changes, in words.
         change: the setting(s) it changes, computed from the baseline size: model fields
             (:class:`TransformerConfig`) and training fields (``label_smoothing``,
@@ -134,51 +144,75 @@ class Variant:
         return dict(self.change(size))
 
 
-#: The paper's base model on the development set (Table 3): perplexity per word piece, BLEU.
-PAPER_BASE = {"ppl": 4.92, "bleu": 25.8, "row": "base"}
 TRAINING_FIELDS = ("label_smoothing", "clip_norm", "lr_schedule")
 MODEL_FIELDS = ("d_model", "n_heads", "d_ff", "dropout", "norm_first", "tie_embeddings", "positional",
                 "scale_attention", "d_qk", "embedding_init", "n_encoder_layers", "n_decoder_layers")
+#: The groups of :data:`VARIANTS`: Table 3's rows, then what Table 3 does not test.
+GROUPS = {"A": "Table 3 row A: heads at fixed d_model", "B": "Table 3 row B: width of queries and keys",
+          "C": "Table 3 row C: model size", "D": "Table 3 row D: regularisation",
+          "E": "Table 3 row E: positions", "schedule": "the learning-rate schedule (section 5.3, not in Table 3)",
+          "departure": "the course's departures and choices Table 3 does not test"}
+
+
+def _scaled(value: int, paper_value: int, paper_base: int) -> int:
+    """``value`` scaled by the paper's ratio ``paper_value / paper_base`` (an exact division is checked)."""
+    scaled = value * paper_value / paper_base
+    if scaled != int(scaled) or scaled < 1:
+        raise ValueError(f"cannot scale {value} by {paper_value}/{paper_base}: {scaled} is not a positive int")
+    return int(scaled)
+
+
+def _heads(h: int) -> Variant:
+    """Row A: ``h`` heads in the paper (base 8), d_k = d_v = d_model / h, d_model kept."""
+    paper = {1: (5.29, 24.9), 4: (5.00, 25.5), 16: (4.91, 25.8), 32: (5.01, 25.4)}[h]
+    return Variant(f"heads_{h}", "A", f"{h} head{'s' if h > 1 else ''} in the paper's terms (base 8): "
+                   f"h x {h}/8, d_k = d_v = d_model / h",
+                   lambda s: {"n_heads": _scaled(s.n_heads, h, PAPER_BASE["n_heads"])},
+                   {"ppl": paper[0], "bleu": paper[1], "row": f"A: h={h}, d_k=d_v={512 // h}"})
+
+
+def _row_c(field: str, paper_value: int, ppl: float, bleu: float, row: str, word: str) -> Variant:
+    """Row C: ``field`` (d_model or d_ff) scaled as the paper's ``paper_value`` / base; all else kept.
+
+    Where d_model changes, h is kept, so d_k = d_v = d_model / h changes with it (as in the paper).
+    """
+    return Variant(f"{field}_{word}", "C", f"{field} x {paper_value}/{PAPER_BASE[field]} (paper: {paper_value}), "
+                   f"everything else kept",
+                   lambda s: {field: _scaled(getattr(s, field), paper_value, PAPER_BASE[field])},
+                   {"ppl": ppl, "bleu": bleu, "row": row})
+
 
 _VARIANT_LIST = [
-    Variant("baseline", "base", "the recipe (post-LN, warm-up, sinusoids, eps_ls 0.1, dropout 0.1, tied)",
-            lambda s: {}, PAPER_BASE),
-    Variant("heads_1", "A", "one head (d_k = d_model)", lambda s: {"n_heads": 1},
-            {"ppl": 5.29, "bleu": 24.9, "row": "A: h=1, d_k=512"}),
-    Variant("heads_x4", "A", "4x the heads (d_k / 4)", lambda s: {"n_heads": 4 * s.n_heads},
-            {"ppl": 4.91, "bleu": 25.8, "row": "A: h=16, d_k=32"}),
-    Variant("dk_quarter", "B", "queries and keys of d_k / 4 (same heads, d_v unchanged)",
-            lambda s: {"d_qk": s.d_model // s.n_heads // 4}, {"ppl": 5.16, "bleu": 25.1, "row": "B: d_k=16"}),
-    Variant("smaller", "C", "half the width (d_model and d_ff / 2)",
-            lambda s: {"d_model": s.d_model // 2, "d_ff": s.d_ff // 2},
-            {"ppl": 5.75, "bleu": 24.5, "row": "C: d_model=256, d_k=32"}),
-    Variant("larger", "C", "twice the width (d_model and d_ff x 2)",
-            lambda s: {"d_model": s.d_model * 2, "d_ff": s.d_ff * 2},
-            {"ppl": 4.66, "bleu": 26.0, "row": "C: d_model=1024, d_k=128"}),
-    Variant("dropout_0", "D", "no dropout", lambda s: {"dropout": 0.0},
+    Variant("baseline", "base", "the recipe: post-LN, warm-up then decay, sinusoids, eps_ls 0.1, P_drop 0.1, "
+            "tied embeddings, token tables from N(0, 1/d_model), gradient clipping at 1", lambda s: {}, PAPER_BASE),
+    *(_heads(h) for h in (1, 4, 16, 32)),
+    Variant("dk_quarter", "B", "d_k x 16/64 (paper: d_k=16): queries and keys only; h and d_v kept",
+            lambda s: {"d_qk": _scaled(s.d_model // s.n_heads, 16, PAPER_BASE["d_k"])},
+            {"ppl": 5.16, "bleu": 25.1, "row": "B: d_k=16"}),
+    _row_c("d_model", 256, 5.75, 24.5, "C: d_model=256, d_k=d_v=32", "half"),
+    _row_c("d_model", 1024, 4.66, 26.0, "C: d_model=1024, d_k=d_v=128", "double"),
+    _row_c("d_ff", 1024, 5.12, 25.4, "C: d_ff=1024", "half"),
+    _row_c("d_ff", 4096, 4.75, 26.2, "C: d_ff=4096", "double"),
+    Variant("dropout_0", "D", "P_drop 0.0", lambda s: {"dropout": 0.0},
             {"ppl": 5.77, "bleu": 24.6, "row": "D: P_drop=0.0"}),
-    Variant("smoothing_0", "D", "no label smoothing", lambda s: {"label_smoothing": 0.0},
+    Variant("smoothing_0", "D", "eps_ls 0.0 (no label smoothing)", lambda s: {"label_smoothing": 0.0},
             {"ppl": 4.67, "bleu": 25.3, "row": "D: eps_ls=0.0"}),
-    Variant("learned_pos", "E", "learned positional embeddings", lambda s: {"positional": "learned"},
-            {"ppl": 4.92, "bleu": 25.7, "row": "E: positional embedding"}),
-    Variant("no_pos", "E", "no position information", lambda s: {"positional": "none"}),
-    Variant("no_warmup", "recipe", "no warm-up: constant lr at the schedule's peak (post-LN)",
+    Variant("learned_pos", "E", "learned positional embeddings instead of sinusoids",
+            lambda s: {"positional": "learned"}, {"ppl": 4.92, "bleu": 25.7, "row": "E: positional embedding"}),
+    Variant("no_pos", "E", "no position information at all (not in Table 3)", lambda s: {"positional": "none"}),
+    Variant("no_warmup", "schedule", "no warm-up, decay kept: the peak rate for the first warm-up steps, "
+            "then the paper's 1/sqrt(step)", lambda s: {"lr_schedule": "decay_only"}),
+    Variant("constant_lr", "schedule", "no warm-up and no decay: the peak rate at every step",
             lambda s: {"lr_schedule": "constant"}),
-    Variant("pre_ln", "recipe", "pre-LN (norm_first=True)", lambda s: {"norm_first": True}),
-    Variant("pre_ln_no_warmup", "recipe", "pre-LN without warm-up",
-            lambda s: {"norm_first": True, "lr_schedule": "constant"}, compare_to="pre_ln"),
-    Variant("no_scale", "recipe", "no division by sqrt(d_k)", lambda s: {"scale_attention": False}),
-    Variant("untied", "recipe", "separate embeddings and output projection", lambda s: {"tie_embeddings": False}),
-    Variant("no_clip", "recipe", "no gradient clipping", lambda s: {"clip_norm": 0.0}),
-    # Not a choice of the paper but a test of lesson 10's explanation of row E: if learned (or no)
-    # positions win here because Xavier-initialised token vectors start small next to the sinusoid,
-    # token tables that start at the sinusoid's size should close most of that gap.
-    Variant("embed_normal", "recipe", "token embeddings drawn from N(0, 1/d_model) instead of Xavier",
-            lambda s: {"embedding_init": "normal"}),
-    # Row E again, with token tables that start at the sinusoid's size: learned positions against
-    # sinusoids (embed_normal), the comparison the paper made ("nearly identical").
-    Variant("embed_normal_learned", "recipe", "learned positions, token embeddings from N(0, 1/d_model)",
-            lambda s: {"embedding_init": "normal", "positional": "learned"}, compare_to="embed_normal"),
+    Variant("pre_ln", "departure", "pre-LN (norm_first=True) instead of the paper's post-LN",
+            lambda s: {"norm_first": True}),
+    Variant("untied", "departure", "separate embeddings and output projection (the paper shares them)",
+            lambda s: {"tie_embeddings": False}),
+    Variant("no_clip", "departure", "no gradient clipping (the paper does not mention any)",
+            lambda s: {"clip_norm": 0.0}),
+    Variant("no_scale", "departure", "no division of the scores by sqrt(d_k)", lambda s: {"scale_attention": False}),
+    Variant("xavier_embed", "departure", "token tables from Xavier-uniform (this course's start until it "
+            "was fixed) instead of N(0, 1/d_model)", lambda s: {"embedding_init": "xavier"}),
 ]
 #: Every variant by name, in the order of the paper's table then the recipe.
 VARIANTS: dict[str, Variant] = {v.name: v for v in _VARIANT_LIST}
@@ -269,12 +303,13 @@ def job_settings(size: AblationSize, name: str) -> tuple[TransformerConfig, dict
         raise ValueError(f"variant {name!r} changes unknown settings {unknown}")
     training = {"label_smoothing": size.label_smoothing, "clip_norm": size.clip_norm, "lr_schedule": "inverse_sqrt"}
     training.update({k: v for k, v in changes.items() if k in TRAINING_FIELDS})
-    # The committed suite was measured with Xavier-uniform token tables, the package's default
-    # until it changed to "normal"; the baseline keeps that start so that the stored results and a
-    # live re-run agree (the variants "embed_normal*" change it) until the suite is re-measured.
+    # The baseline names every setting a variant may change, so that a later change of a package
+    # default cannot change a stored suite's baseline (the token tables start from N(0, 1/d_model),
+    # the scale of tensor2tensor's reference code; lesson 10 measures the Xavier start as a variant).
     model = dict(d_model=size.d_model, n_heads=size.n_heads, d_ff=size.d_ff, n_encoder_layers=size.layers,
                  n_decoder_layers=size.layers, dropout=size.dropout, tie_embeddings=True, max_len=256,
-                 embedding_init="xavier")
+                 embedding_init="normal", norm_first=False, positional="sinusoidal", scale_attention=True,
+                 d_qk=None)
     model.update({k: v for k, v in changes.items() if k in MODEL_FIELDS})
     return TransformerConfig(src_vocab_size=3, tgt_vocab_size=3, **model), training
 

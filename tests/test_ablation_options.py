@@ -154,8 +154,26 @@ def test_constant_schedule_is_the_warmup_peak_from_the_first_step() -> None:
         scheduler.step()
     assert rates == pytest.approx([peak] * 5, rel=1e-12)
     assert ConstantAtPeak(d_model, warmup, factor)(1000) == pytest.approx(peak)
-    with pytest.raises(ValueError, match=r"schedule must be one of \('inverse_sqrt', 'constant'\), got 'cosine'"):
+    with pytest.raises(ValueError, match=r"schedule must be one of \('inverse_sqrt', 'constant', 'decay_only'\), "
+                                         r"got 'cosine'"):
         transformer_scheduler(optimizer, d_model, warmup, schedule="cosine")
+
+
+def test_decay_only_removes_the_warm_up_and_keeps_the_decay() -> None:
+    d_model, warmup, factor = 64, 50, 0.5
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.Adam(model.parameters())
+    scheduler = transformer_scheduler(optimizer, d_model, warmup, factor, schedule="decay_only")
+    rates = []
+    for _ in range(200):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    peak = transformer_lr(warmup, d_model, warmup, factor)
+    assert rates[:warmup] == pytest.approx([peak] * warmup, rel=1e-12)  # no ramp: the peak from step 1
+    paper = [transformer_lr(step, d_model, warmup, factor) for step in range(1, 201)]
+    assert rates[warmup - 1:] == pytest.approx(paper[warmup - 1:], rel=1e-12)  # the paper's decay after it
+    assert rates[0] == pytest.approx(warmup * paper[0])  # where the two differ: warmup times the paper's first rate
 
 
 def test_lr_schedule_is_a_training_option_and_a_flag() -> None:
@@ -163,7 +181,8 @@ def test_lr_schedule_is_a_training_option_and_a_flag() -> None:
 
     assert TrainOptions(lr_schedule="constant").lr_schedule == "constant"
     assert TrainOptions.from_dict({"dataset": "dates"}).lr_schedule == "inverse_sqrt"  # older option dicts
-    with pytest.raises(ValueError, match=r"lr_schedule must be one of \('inverse_sqrt', 'constant'\), got 'x'"):
+    with pytest.raises(ValueError, match=r"lr_schedule must be one of \('inverse_sqrt', 'constant', 'decay_only'\), "
+                                         r"got 'x'"):
         TrainOptions(lr_schedule="x")
     assert _given_train_arguments(["--lr-schedule", "constant"]) == {"lr_schedule": "constant"}
 
@@ -208,6 +227,22 @@ def test_the_default_embedding_init_normal_draws_the_token_tables_from_n_0_1_ove
     assert (normal.generator.weight is normal.src_embed.weight) == tied
     with pytest.raises(ValueError, match=r"embedding_init must be one of \('xavier', 'normal'\), got 'zeros'"):
         TransformerConfig.tiny(vocab, embedding_init="zeros")
+
+
+def test_table_3_rows_are_scaled_in_the_papers_ratios() -> None:
+    size = SIZES["cpu"]
+    assert (size.d_model, size.n_heads, size.d_ff) == (128, 8, 512)  # the paper's 8 heads; d_model and d_ff / 4
+    settings = {name: v.settings(size) for name, v in VARIANTS.items()}
+    assert [settings[f"heads_{h}"]["n_heads"] for h in (1, 4, 16, 32)] == [1, 4, 16, 32]  # row A
+    assert settings["dk_quarter"] == {"d_qk": 4}  # row B: d_k 64 -> 16 in the paper, 16 -> 4 here
+    assert settings["d_model_half"] == {"d_model": 64} and settings["d_model_double"] == {"d_model": 256}  # row C
+    assert settings["d_ff_half"] == {"d_ff": 256} and settings["d_ff_double"] == {"d_ff": 1024}  # d_ff kept above
+    assert settings["no_warmup"] == {"lr_schedule": "decay_only"} and settings["constant_lr"] == {"lr_schedule": "constant"}
+    for name, v in VARIANTS.items():
+        if v.group in "ABCDE" and v.name != "no_pos":
+            assert v.paper is not None and v.paper["row"].startswith(v.group), name
+    with pytest.raises(ValueError, match=r"n_heads must be a multiple of the paper's 8 .* got d_model=128, n_heads=4"):
+        SIZES["cpu"].__class__(n_heads=4)
 
 
 def test_every_variant_is_one_setting_away_from_its_reference() -> None:

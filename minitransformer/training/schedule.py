@@ -59,7 +59,7 @@ class WarmupInverseSqrt:
 
 
 #: Learning-rate schedules of :func:`transformer_scheduler` (``TrainOptions.lr_schedule``).
-LR_SCHEDULES = ("inverse_sqrt", "constant")
+LR_SCHEDULES = ("inverse_sqrt", "constant", "decay_only")
 
 
 class ConstantAtPeak:
@@ -85,6 +85,19 @@ class ConstantAtPeak:
         return transformer_lr(self.warmup, self.d_model, self.warmup, self.factor)
 
 
+class DecayWithoutWarmup(ConstantAtPeak):
+    """Picklable multiplier for ``LambdaLR``: the paper's decay without its warm-up.
+
+    The rate is the schedule's peak for the first ``warmup`` steps, then the paper's
+    factor * d_model^-0.5 * step^-0.5 decay: ``transformer_lr(max(step, warmup), ...)``. It
+    differs from the paper's schedule only in the first ``warmup`` steps (no linear ramp), so
+    an ablation with it measures the warm-up alone; :class:`ConstantAtPeak` removes the decay too.
+    """
+
+    def __call__(self, index: int) -> float:
+        return transformer_lr(max(index + 1, self.warmup), self.d_model, self.warmup, self.factor)
+
+
 def transformer_scheduler(
     optimizer: torch.optim.Optimizer, d_model: int, warmup: int = 4000, factor: float = 1.0,
     schedule: str = "inverse_sqrt",
@@ -99,15 +112,18 @@ def transformer_scheduler(
         d_model: model width D.
         warmup: warm-up steps (paper: 4000).
         factor: multiplier of the whole schedule.
-        schedule: "inverse_sqrt", the paper's warm-up then decay, or "constant", its peak
-            rate at every step (:class:`ConstantAtPeak`, an ablation).
+        schedule: "inverse_sqrt", the paper's warm-up then decay; "constant", its peak
+            rate at every step (:class:`ConstantAtPeak`, an ablation); or "decay_only", the
+            peak from the first step and the paper's decay after ``warmup`` steps
+            (:class:`DecayWithoutWarmup`, the warm-up alone removed).
 
     Returns:
         The scheduler (save and restore it with ``state_dict`` / ``load_state_dict``).
     """
     if schedule not in LR_SCHEDULES:
         raise ValueError(f"schedule must be one of {LR_SCHEDULES}, got {schedule!r}")
-    multiplier = (WarmupInverseSqrt if schedule == "inverse_sqrt" else ConstantAtPeak)(d_model, warmup, factor)
+    kinds = {"inverse_sqrt": WarmupInverseSqrt, "constant": ConstantAtPeak, "decay_only": DecayWithoutWarmup}
+    multiplier = kinds[schedule](d_model, warmup, factor)
     for group in optimizer.param_groups:
         group["lr"] = 1.0
         group.pop("initial_lr", None)
