@@ -128,6 +128,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, help="the JSON file (default: benchmarks/results/ablations-<device>.json, "
                                                  "ablations-quick.json with --quick)")
     parser.add_argument("--no-figure", action="store_true", help="write no PNG")
+    parser.add_argument("--readme", type=Path, help="also rewrite the generated results section of this file "
+                                                    "(e.g. README.md) from the JSON")
     parser.add_argument("--pilot-note", default=PILOT, help="a note stored in the JSON: why this task and size "
                                                          "(default: the pilot runs of the CPU suite)")
     parser.add_argument("--summarize-only", action="store_true",
@@ -245,6 +247,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     tmp.write_text(json.dumps(report, indent=1))
     os.replace(tmp, out)
     print(f"wrote {out} ({len(records)} of {len(names) * len(seeds)} jobs)", flush=True)
+    if args.readme is not None:
+        from minitransformer.ablation_report import update_readme
+
+        changed = update_readme(args.readme, report)
+        print(f"{'rewrote' if changed else 'unchanged:'} the ablation section of {args.readme}", flush=True)
     if not args.no_figure:
         from minitransformer.ablation_report import save_ablation_figure
 

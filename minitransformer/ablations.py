@@ -165,8 +165,8 @@ def _scaled(value: int, paper_value: int, paper_base: int) -> int:
 def _heads(h: int) -> Variant:
     """Row A: ``h`` heads in the paper (base 8), d_k = d_v = d_model / h, d_model kept."""
     paper = {1: (5.29, 24.9), 4: (5.00, 25.5), 16: (4.91, 25.8), 32: (5.01, 25.4)}[h]
-    return Variant(f"heads_{h}", "A", f"{h} head{'s' if h > 1 else ''} in the paper's terms (base 8): "
-                   f"h x {h}/8, d_k = d_v = d_model / h",
+    return Variant(f"heads_{h}", "A", f"{h} head{'s' if h > 1 else ''} instead of the paper's 8, d_k = d_v = "
+                   "d_model / h",
                    lambda s: {"n_heads": _scaled(s.n_heads, h, PAPER_BASE["n_heads"])},
                    {"ppl": paper[0], "bleu": paper[1], "row": f"A: h={h}, d_k=d_v={512 // h}"})
 

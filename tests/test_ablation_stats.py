@@ -87,3 +87,30 @@ def test_a_measured_change_where_the_paper_saw_none_disagrees() -> None:
     analysis = analyse(_report(runs))
     assert analysis["heads_16"]["bleu"]["paper"] == pytest.approx(0.0)  # 25.8 -> 25.8
     assert analysis["heads_16"]["ppl"]["verdict"] == "worse" and analysis["heads_16"]["ppl"]["agrees"] is False
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def test_the_readme_table_is_the_one_the_committed_json_gives() -> None:
+    from minitransformer.ablation_report import README_END, README_START, load_results, readme_section
+
+    report = load_results(ROOT / "benchmarks" / "results" / "ablations-cpu.json")
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split(README_START, 1)[1].split(README_END, 1)[0].strip()
+    assert block == readme_section(report).strip(), (
+        "README.md's ablation table differs from the JSON: run "
+        "`python benchmarks/ablations.py --summarize-only --readme README.md`")
+
+
+def test_the_committed_suite_comes_from_one_commit_and_its_baseline_translates() -> None:
+    from minitransformer.ablation_report import load_results
+
+    report = load_results(ROOT / "benchmarks" / "results" / "ablations-cpu.json")
+    commits = {r["commit"] for r in report["runs"]}
+    assert len(commits) == 1 and not next(iter(commits)).endswith("-dirty"), commits
+    seeds = {name: sorted(r["seed"] for r in report["runs"] if r["variant"] == name) for name in report["summary"]}
+    assert len({tuple(s) for s in seeds.values()}) == 1, f"every variant should have the same seeds: {seeds}"
+    assert report["summary"]["baseline"]["bleu"]["mean"] >= 15
+    analysis = analyse(report)
+    assert analysis["no_pos"]["bleu"]["mean"] < 0 and analysis["no_pos"]["ppl"]["mean"] > 0  # the baseline wins
