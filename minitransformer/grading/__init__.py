@@ -39,7 +39,8 @@ from .head_checks import check_split_and_merge_heads
 from .intro_checks import check_additive_scores, check_alignment_and_context, check_layers_to_connect
 from .position_checks import check_offset_rotation
 from .question_checks import check_answer
-from .recipe_checks import check_ablation_prediction, check_constant_schedule, check_learned_positions
+from .recipe_checks import (check_ablation_prediction, check_constant_schedule, check_learned_positions,
+                            check_no_warmup_schedule)
 from .training_checks import check_token_batches, check_warmup_schedule
 from .translation_checks import (check_beam_search, check_beam_step, check_checkpoint_average, check_corpus_bleu,
                                  check_normalised_scores)
@@ -75,6 +76,7 @@ __all__ = [
     "check_masked_mean",
     "check_multi_head_attention",
     "check_next_token_probabilities",
+    "check_no_warmup_schedule",
     "check_normalised_scores",
     "check_offset_rotation",
     "check_one_hot_embedding",
