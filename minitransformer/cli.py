@@ -124,8 +124,9 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     run.add_argument("--seed", type=int, default=0, help="seed of initialisation, dropout and batch order (default: 0)")
     files = p.add_argument_group("output")
     files.add_argument("--out", help="output folder for checkpoints, log.jsonl, loss.png, tokenizer.json; a "
-                                     "folder holding other files is refused without --overwrite (default: "
-                                     "runs/<dataset>; with --resume FILE_OR_FOLDER, that run's folder)")
+                                     "folder holding other files is refused without --overwrite, except the "
+                                     "log.jsonl and tokenizer.json of a run stopped before its first checkpoint "
+                                     "(default: runs/<dataset>; with --resume FILE_OR_FOLDER, that run's folder)")
     files.add_argument("--resume", nargs="?", const="auto", help="continue from the newest checkpoint of --out, or "
                                                                  "of the given checkpoint file or run folder; "
                                                                  "not with --overwrite")
@@ -186,8 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "without an end token is called unreliable on standard error, a loop at its end "
                                     "cut. Input unlike the training data (unknown characters, more tokens than the longest "
                                     "training sentence; for a Multi30k model, a sentence that looks like the other "
-                                    "language; for a dates model, not a full date of its source locale or a year "
-                                    "outside 1900-2099) is translated with a warning on standard error.")
+                                    "language; for a dates model, not a full date of its source locale, a weekday "
+                                    "that is not the date's, or a year outside 1900-2099) is translated with a "
+                                    "warning on standard error. Errors and warnings number the sentences from 1; "
+                                    "read from standard input or --input, a sentence's number is its line's.")
     translate.add_argument("text", nargs="*", help="sentences to translate (default: lines of --input, else of "
                                                    "standard input)")
     translate.add_argument("--input", help="a file of sentences, one per line (UTF-8, plain or .gz); output lines "
@@ -247,7 +250,7 @@ _NOT_RESUMED = {"overwrite": False}
 def _train_options(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Any, dict[str, Any] | None, Path | None]:
     """The run's options; when resuming, also the checkpoint resumed from and its path."""
     from .training import TrainOptions, load_checkpoint
-    from .training.checkpoint import REPLACED_RUN, checkpoint_to_resume, run_folder_of
+    from .training.checkpoint import REPLACED_RUN, check_same_run, checkpoint_to_resume, run_folder_of
 
     values = {k: v for k, v in vars(args).items() if k != "command"}
     if not args.resume:
@@ -262,6 +265,7 @@ def _train_options(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Any, 
         place = args.out or f"runs/{args.dataset}"
     path = checkpoint_to_resume(place)
     checkpoint = load_checkpoint(path)
+    check_same_run(checkpoint, path)  # its options become the run's: first, is it this run's checkpoint?
     # The run goes on in the folder its checkpoint is in now (renamed or moved since, perhaps),
     # not in the one recorded in the checkpoint; a checkpoint that an interrupted --overwrite
     # set aside is put back by the run, so the run resumes from its folder.
@@ -352,13 +356,15 @@ def _check_sentences(sentences: list[str], from_stdin: bool, where: str = "stand
 
 
 def _unfamiliar_input(sentences: list[str], tokenizer: Any, options: dict[str, Any],
-                      longest: int | None = None) -> list[str]:
+                      longest: int | None = None, numbers: Sequence[int] | None = None) -> list[str]:
     """Warnings for sentences unlike anything the model was trained on (its answer is then a guess).
 
     Any model: characters its vocabulary never saw; sentences of more tokens than ``longest``,
     the longest training sentence. Multi30k: a sentence that looks like the wrong language
     (:func:`~minitransformer.data.language.guess_language`). Dates: not a full date of the
-    source locale, or a year outside the trained range.
+    source locale (or one whose weekday is not its date's), or a year outside the trained range.
+    Each warning names its sentence by its number in ``numbers`` (default: 1, 2, ...), which
+    counts from 1 as a user counts lines.
     """
     from .data.language import guess_language
 
@@ -372,13 +378,13 @@ def _unfamiliar_input(sentences: list[str], tokenizer: Any, options: dict[str, A
 
         from babel.dates import format_date
 
-        from .data.dates import FIRST_YEAR, LAST_YEAR, parse_long_date
+        from .data.dates import FIRST_YEAR, LAST_YEAR, parse_long_date, wrong_weekday
 
         locale = options.get("src_locale", "en_US")
         example = format_date(datetime.date(2023, 3, 3), format="full", locale=locale)
     source = options.get("src_lang") if options.get("dataset") == "multi30k" else None
     names = {"de": "German", "en": "English"}
-    for k, sentence in enumerate(sentences, 1):
+    for k, sentence in zip(numbers or range(1, len(sentences) + 1), sentences):
         unknown = sorted({c for c in sentence if not c.isspace() and c not in known})
         if unknown:
             shown = " ".join(repr(c) for c in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
@@ -393,11 +399,15 @@ def _unfamiliar_input(sentences: list[str], tokenizer: Any, options: dict[str, A
                             f"translates from {names[source]}: its translation is a guess")
         if dates:
             date = parse_long_date(sentence, locale)
-            if date is None:
+            if date is None and (date := wrong_weekday(sentence, locale)) is not None:
+                right = format_date(date, format="full", locale=locale)
+                warnings.append(f"sentence {k} ({sentence[:60]!r}): the weekday does not match the date, which "
+                                f"is {right!r}; this model saw only real dates, so its translation is a guess")
+            elif date is None:
                 warnings.append(f"sentence {k} ({sentence[:60]!r}) is not a full {locale} date such as "
                                 f"{example!r}, the only kind of sentence this model was trained on: its "
                                 "translation is a guess")
-            elif not FIRST_YEAR <= date.year <= LAST_YEAR:
+            if date is not None and not FIRST_YEAR <= date.year <= LAST_YEAR:
                 warnings.append(f"sentence {k} names the year {date.year}, outside the years this model was "
                                 f"trained on ({FIRST_YEAR}-{LAST_YEAR}): its translation is a guess")
     return warnings
@@ -406,7 +416,7 @@ def _unfamiliar_input(sentences: list[str], tokenizer: Any, options: dict[str, A
 def _run_translate(args: argparse.Namespace) -> int:
     import math
 
-    from .evaluation import translate_with_notes
+    from .evaluation import check_source_length, translate_with_notes
     from .training import load_model
     from .utils import get_device
 
@@ -426,16 +436,19 @@ def _run_translate(args: argparse.Namespace) -> int:
     kept = _check_sentences(lines, from_stdin=not args.text,
                             where=f"--input {args.input}" if args.input else "standard input")
     sentences = [lines[k] for k in kept]
+    numbers = [k + 1 for k in kept]  # errors and warnings count sentences (input lines) from 1
     device = get_device(None if args.device == "auto" else args.device)
     model, tokenizer, checkpoint = load_model(args.checkpoint, device)
-    beam = _beam_size(args.beam, model, args.batch_size, max(len(tokenizer.encode(s)) for s in sentences),
-                      args.extra_length, device)
+    encoded = [tokenizer.encode(s) for s in sentences]
+    for number, ids in zip(numbers, encoded):
+        check_source_length(model, ids, f"sentence {number}")
+    beam = _beam_size(args.beam, model, args.batch_size, max(map(len, encoded)), args.extra_length, device)
     warnings = _unfamiliar_input(sentences, tokenizer, checkpoint.get("options", {}),
-                                 training_length(checkpoint, args.checkpoint))
+                                 training_length(checkpoint, args.checkpoint), numbers)
     translations, notes = translate_with_notes(model, tokenizer, sentences, device, args.batch_size,
                                                args.extra_length, beam_size=beam, alpha=args.alpha)
     warnings += [f"sentence {k} ({sentence[:40]!r}): {note}; its translation is unreliable"
-                 for k, (sentence, note) in enumerate(zip(sentences, notes), 1) if note]
+                 for k, sentence, note in zip(numbers, sentences, notes) if note]
     for warning in warnings:
         print(f"minitransformer translate: warning: {warning}", file=sys.stderr)
     out = [""] * len(lines)
@@ -574,4 +587,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"minitransformer {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        # A stop inside the training loop has said what was saved; anywhere else (set-up, loading,
+        # translating) nothing else would tell the user why the command ended.
+        print(f"minitransformer {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
         return 130

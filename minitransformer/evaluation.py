@@ -210,7 +210,7 @@ def translate_with_notes(
     model.eval()
     encoded = tokenizer.encode_batch(list(sentences))  # source ids end with eos, as in training
     longest = model.config.max_len
-    for k, ids in enumerate(encoded):
+    for k, ids in enumerate(encoded, 1):  # counted from 1, as a user counts lines
         check_source_length(model, ids, f"sentence {k}")
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     out: list[str] = [""] * len(encoded)

@@ -394,3 +394,70 @@ def test_the_cpu_estimate_uses_the_real_batch_not_the_budget(tmp_path: Path, cap
     assert main(["train", *TINY, "--batch-tokens", str(10**12), "--max-steps", "1", "--device", "cpu",
                  "--test-beam", "1", "--out", str(tmp_path / "run")]) == 0
     assert "per step" not in capsys.readouterr().err
+
+
+# --- issue 29: the first hour ----------------------------------------------------------
+def _warnings(err: str, command: str) -> list[str]:
+    prefix = f"minitransformer {command}: warning: "
+    return [line[len(prefix):] for line in err.splitlines() if line.startswith(prefix)]
+
+
+@pytest.mark.parametrize("sentence", ["Saturday, March 3, 2023", "2023-03-03", "Friday, March 3, 2023 " * 40,
+                                      "Sunday, October 14, 1066"], ids=["weekday", "not-a-date", "long", "year"])
+def test_attention_gives_the_warnings_of_translate(run_dir: Path, tmp_path: Path, sentence: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # Unlike the training data: a wrong weekday, not a date, longer than every training sentence, a far year.
+    assert main(["translate", "--checkpoint", str(run_dir), sentence]) == 0
+    translate = [w for w in _warnings(capsys.readouterr().err, "translate") if "unreliable" not in w]
+    assert translate, "translate should warn about this sentence"
+    assert main(["attention", "--checkpoint", str(run_dir), sentence, "--kinds", "encoder",
+                 "--out", str(tmp_path / "maps")]) == 0
+    attention = [w for w in _warnings(capsys.readouterr().err, "attention") if "unreliable" not in w]
+    assert attention == [w.replace("sentence 1 ", "the sentence ", 1) for w in translate]
+
+
+def test_a_wrong_weekday_is_named_as_such(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["translate", "--checkpoint", str(run_dir), "Saturday, March 3, 2023",
+                 "Saturday, October 14, 1066"]) == 0
+    err = capsys.readouterr().err
+    assert ("sentence 1 ('Saturday, March 3, 2023'): the weekday does not match the date, which is "
+            "'Friday, March 3, 2023'; this model saw only real dates") in err
+    assert "not a full en_US date" not in err  # it is one, with the wrong day's name
+    assert "sentence 2 ('Saturday, October 14, 1066'): the weekday does not match the date, which is 'Sunday" in err
+    assert "sentence 2 names the year 1066, outside the years this model was trained on" in err
+
+
+def test_errors_and_warnings_number_sentences_as_lines(run_dir: Path, capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    table = load_checkpoint(run_dir)["config"]["max_len"]
+    too_long = "Friday, March 3, 2023 " * table
+    # Arguments: the second sentence is the one too long for the model (was "sentence 1", counted from 0).
+    assert main(["translate", "--checkpoint", str(run_dir), "Friday, March 3, 2023", too_long]) == 2
+    assert re.search(r"error: sentence 2 has \d+ tokens but the model reads at most", capsys.readouterr().err)
+    # Standard input with an empty line: numbers are line numbers, for the warning and for the error.
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Friday, March 3, 2023\n\n2023-03-03\n"))
+    assert main(["translate", "--checkpoint", str(run_dir)]) == 0
+    err = capsys.readouterr().err
+    assert "sentence 3 ('2023-03-03') is not a full en_US date" in err and "sentence 2 " not in err
+    monkeypatch.setattr(sys, "stdin", io.StringIO(f"Friday, March 3, 2023\n\n{too_long}\n"))
+    assert main(["translate", "--checkpoint", str(run_dir)]) == 2
+    assert re.search(r"error: sentence 3 has \d+ tokens", capsys.readouterr().err)
+
+
+def test_ctrl_c_while_setting_up_says_so_and_leaves_no_lock(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import minitransformer.training.run as run
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt  # Ctrl-C while the data is being made
+
+    monkeypatch.setattr(run, "load_corpus", interrupted)
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    for out in (tmp_path / "new", existing):
+        assert main(["train", *TINY, "--max-steps", "1", "--out", str(out)]) == 130
+        assert capsys.readouterr().err.strip() == "minitransformer train: interrupted (Ctrl-C)"
+    assert not (tmp_path / "new").exists()  # the folder the run made is gone again
+    assert list(existing.iterdir()) == []  # no .lock left

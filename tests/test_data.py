@@ -226,6 +226,17 @@ def test_parse_long_date_recognises_only_what_the_dataset_writes() -> None:
     assert parse_long_date(date_pair(datetime.date(1066, 10, 14), "en_US")[0]) == datetime.date(1066, 10, 14)
 
 
+def test_wrong_weekday_finds_the_date_whose_day_name_is_wrong() -> None:
+    from minitransformer.data.dates import wrong_weekday
+
+    assert wrong_weekday("Saturday, March 3, 2023") == datetime.date(2023, 3, 3)  # a Friday
+    assert wrong_weekday("Friday, March 3, 2023") is None  # right: nothing wrong to report
+    assert wrong_weekday("2023-03-03") is None and wrong_weekday("Saturday, March 3") is None
+    day = datetime.date(2026, 11, 21)  # a Saturday: szombat, samedi
+    assert wrong_weekday(date_pair(day, "hu_HU")[0].replace("szombat", "vasárnap"), "hu_HU") == day
+    assert wrong_weekday(date_pair(day, "fr_FR")[0].replace("samedi", "lundi"), "fr_FR") == day
+
+
 def test_read_lines_drops_a_utf8_byte_order_mark(tmp_path: Path) -> None:
     path = tmp_path / "bom.de"
     path.write_bytes("\ufeffein Haus\nzwei Häuser\n".encode("utf-8"))

@@ -77,5 +77,5 @@ def test_translate_sentences_refuses_sentences_longer_than_the_model_reads() -> 
     pairs = load_dates("train", n_train=20, n_validation=0, n_test=0)
     tokenizer = SharedTokenizer.train(pairs, vocab_size=300)
     model = Transformer(TransformerConfig.tiny(tokenizer.vocab_size, d_model=16, n_heads=2, d_ff=32, max_len=8))
-    with pytest.raises(ValueError, match=r"sentence 0 has \d+ tokens but the model reads at most max_len=8"):
+    with pytest.raises(ValueError, match=r"sentence 1 has \d+ tokens but the model reads at most max_len=8"):
         translate_sentences(model, tokenizer, [pairs[0][0]])

@@ -10,6 +10,8 @@
 * Every relative link in that markdown resolves to a file, from the notebook's own folder: what
   JupyterLab opens when it is started at the repository's root, as the README says.
 * No lesson imports a name it never uses (ruff's F401 on the notebooks).
+* The set-up commands of the README and of the site's set-up page install PyTorch's CPU build
+  before the package (else, on Linux, pip fetches the CUDA build: gigabytes for a CPU course).
 """
 
 from __future__ import annotations
@@ -248,6 +250,48 @@ def test_readme_opens_jupyterlab_at_the_root():
     for command in commands:
         assert not re.search(r"\bnotebooks/?\s*$", command.split("#")[0].strip()) and "--notebook-dir" not in command, (
             f"{command!r} starts JupyterLab inside a folder; start it at the repository's root")
+
+
+CPU_TORCH = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+
+
+def _install_problems(text: str) -> list[str]:
+    """What is wrong with the first set-up commands of a page (the first code block that runs
+    ``pip install -e``): the CPU build of PyTorch must come before it, or ``pip install -e`` pulls
+    in PyTorch's CUDA build (gigabytes) on a Linux machine without a GPU; and the text must still
+    say what a machine with an NVIDIA GPU does."""
+    blocks = re.findall(r"^```(?:bash|sh)?\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
+    setup = next((b for b in blocks if "pip install -e" in b), None)
+    if setup is None:
+        return ["no code block with `pip install -e`"]
+    lines = [line.split("#")[0].strip() for line in setup.splitlines()]
+    cpu = next((k for k, line in enumerate(lines) if CPU_TORCH in line), None)
+    editable = next(k for k, line in enumerate(lines) if "pip install -e" in line)
+    problems = []
+    same_line_after = cpu == editable and lines[cpu].index(CPU_TORCH) > lines[cpu].index("pip install -e")
+    if cpu is None or cpu > editable or same_line_after:
+        problems.append(f"the set-up commands should run `{CPU_TORCH}` before `pip install -e`")
+    if "NVIDIA GPU" not in text or "GB" not in text:
+        problems.append("the text should say what the CUDA build costs (GB) and that it is the way with an NVIDIA GPU")
+    return problems
+
+
+@pytest.mark.parametrize("path", [ROOT / "README.md", ROOT / "site" / "pages" / "setup.md"],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_setup_installs_the_cpu_build_of_torch_first(path: Path):
+    problems = _install_problems(path.read_text(encoding="utf-8"))
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("text", [
+    "```bash\npython -m venv .venv && pip install -e '.[dev]'\n```\nOn a machine without an NVIDIA GPU: 2.7 GB\n",
+    f"```bash\npip install -e '.[dev]'\n{CPU_TORCH}\n```\nNVIDIA GPU, 2.7 GB\n",
+    f"```bash\npip install -e '.[dev]' && {CPU_TORCH}\n```\nNVIDIA GPU, 2.7 GB\n",
+    f"```bash\n{CPU_TORCH}\npip install -e '.[dev]'\n```\nno word about the other build\n",
+])
+def test_the_install_check_can_fail(text: str):
+    assert _install_problems(text)
+    assert not _install_problems(f"```bash\n{CPU_TORCH}\npip install -e '.[dev]'\n```\nNVIDIA GPU: 2.7 GB\n")
 
 
 def _ruff(*args: str) -> subprocess.CompletedProcess:

@@ -518,3 +518,77 @@ def test_files_keep_ordinary_modes_after_a_resume(tmp_path: Path) -> None:
     expected = 0o666 & ~mask
     for name in ("checkpoint-00000003.pt", "best.pt", "log.jsonl", "tokenizer.json", "loss.png"):
         assert (tmp_path / name).stat().st_mode & 0o777 == expected, name
+
+
+# --- issue 29: Ctrl-C at the lock, a start without a checkpoint, a foreign checkpoint ------
+def test_ctrl_c_while_the_lock_is_written_leaves_no_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = RunLock._write
+
+    def write(fd: int) -> None:
+        real(fd)
+        raise KeyboardInterrupt  # after our process id is in the file, before acquire() returns
+
+    monkeypatch.setattr(RunLock, "_write", staticmethod(write))
+    with pytest.raises(KeyboardInterrupt):
+        RunLock(tmp_path).acquire()
+    assert not (tmp_path / LOCK_NAME).exists()
+
+
+def _killed_before_its_first_checkpoint(out: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a run killed in its first step leaves: its log and tokenizer, and a lock naming a dead process."""
+    with monkeypatch.context() as patch:
+        _crash_at(patch, 1)
+        with pytest.raises(RuntimeError, match="simulated crash"):
+            train(_options(out, max_steps=2))
+    (out / LOCK_NAME).write_text(json.dumps({"pid": 2**22 + 12345, "host": socket.gethostname()}))
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME, "log.jsonl", "tokenizer.json"]
+
+
+def test_a_folder_without_a_checkpoint_does_not_block_a_new_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    _killed_before_its_first_checkpoint(tmp_path, monkeypatch)
+    capsys.readouterr()
+    result = train(_options(tmp_path, max_steps=2))  # no --overwrite needed: there was nothing to lose
+    assert result.step == 2
+    out = capsys.readouterr().out
+    assert (f"note: {tmp_path} holds only the log.jsonl and tokenizer.json of a run that stopped before its first "
+            "checkpoint") in out
+    records = read_log(tmp_path / "log.jsonl")
+    assert [r["event"] for r in records].count("setup") == 1  # a fresh log, not the old one continued
+    assert not (tmp_path / LOCK_NAME).exists()
+
+
+def test_a_folder_without_a_checkpoint_but_with_other_files_is_still_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _killed_before_its_first_checkpoint(tmp_path, monkeypatch)
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match=r"is not empty \(log\.jsonl, notes\.txt, tokenizer\.json\)"):
+        train(_options(tmp_path, max_steps=1))
+    (tmp_path / "notes.txt").unlink()
+    # A log that records checkpoints (deleted since) is a finished run's record: not taken over either.
+    with open(tmp_path / "log.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"event": "checkpoint", "step": 2, "path": "checkpoint-00000002.pt"}) + "\n")
+    with pytest.raises(FileExistsError, match=r"is not empty \(log\.jsonl, tokenizer\.json\)"):
+        train(_options(tmp_path, max_steps=1))
+
+
+def test_a_checkpoint_of_another_model_size_is_not_resumed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from minitransformer.training import CheckpointError
+
+    run, other = tmp_path / "run", tmp_path / "other"
+    train(_options(run, max_steps=2))
+    train(_options(other, max_steps=3, d_model=24, d_ff=48))
+    foreign = run / "checkpoint-00000003.pt"
+    foreign.write_bytes((other / "checkpoint-00000003.pt").read_bytes())  # the newest file of the folder now
+    before = _snapshot(run)
+    assert main(["train", "--resume", "--out", str(run), "--max-steps", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert (f"checkpoint {foreign} does not belong to the run in {run}: it was written for d_model=24, d_ff=48, "
+            "but that run (its log.jsonl) has d_model=16, d_ff=32") in err
+    with pytest.raises(CheckpointError, match=r"written for d_model=24, d_ff=48, but that run .* has d_model=16"):
+        train(_options(run, max_steps=4, resume="auto"))
+    assert _snapshot(run) == before and not list(run.glob(".after-step-*"))
+    # Its own run's checkpoints still resume; so does the foreign one, from a folder of its own.
+    foreign.unlink()
+    assert train(_options(run, max_steps=3, resume="auto")).step == 3

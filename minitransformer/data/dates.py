@@ -126,13 +126,30 @@ def load_dates(
     return [(format_date(d, format="full", locale=src), format_date(d, format="full", locale=tgt)) for d in days]
 
 
+def _candidate_dates(text: str, loc: Locale) -> list[datetime.date]:
+    """Every real date whose year, day and month name (in ``loc``) all occur in ``text``."""
+    folded = text.casefold()
+    numbers = sorted({int(n) for n in re.findall(r"\d+", text)})
+    months = [m for m, name in loc.months["format"]["wide"].items() if name.casefold() in folded]
+    found = []
+    for year in (n for n in numbers if 1 <= n <= 9999):
+        for month in months:
+            for day in (n for n in numbers if 1 <= n <= 31):
+                try:
+                    found.append(datetime.date(year, month, day))
+                except ValueError:
+                    continue
+    return found
+
+
 def parse_long_date(text: str, locale: str = "en_US") -> datetime.date | None:
     """The date that ``text`` spells out in ``locale``'s full format, or None.
 
     Only exactly what :func:`date_pair` writes is recognised ("Friday, March 3, 2023" in
-    en_US, not "2023-03-03" or "March 3"), so ``translate`` can warn about input unlike the
-    training data. Any year from 1 to 9999 is recognised; the caller compares it with the
-    years the model saw.
+    en_US, not "2023-03-03", "March 3" or "Saturday, March 3, 2023", whose weekday is wrong:
+    see :func:`wrong_weekday`), so ``translate`` can warn about input unlike the training
+    data. Any year from 1 to 9999 is recognised; the caller compares it with the years the
+    model saw.
 
     Args:
         text: a sentence.
@@ -143,16 +160,35 @@ def parse_long_date(text: str, locale: str = "en_US") -> datetime.date | None:
     """
     loc = _parse_locale(locale, "locale")
     wanted = text.strip()
-    folded = wanted.casefold()
-    numbers = sorted({int(n) for n in re.findall(r"\d+", wanted)})
-    months = [m for m, name in loc.months["format"]["wide"].items() if name.casefold() in folded]
-    for year in (n for n in numbers if 1 <= n <= 9999):
-        for month in months:
-            for day in (n for n in numbers if 1 <= n <= 31):
-                try:
-                    date = datetime.date(year, month, day)
-                except ValueError:
-                    continue
-                if format_date(date, format="full", locale=loc) == wanted:
-                    return date
+    for date in _candidate_dates(wanted, loc):
+        if format_date(date, format="full", locale=loc) == wanted:
+            return date
+    return None
+
+
+def wrong_weekday(text: str, locale: str = "en_US") -> datetime.date | None:
+    """The date of a full ``locale`` date whose weekday is not that date's, or None.
+
+    "Saturday, March 3, 2023" gives ``date(2023, 3, 3)``, a Friday: the text is what
+    :func:`date_pair` writes for that date except for the name of the day. The dataset never
+    holds such a sentence, so ``translate`` says what is wrong with it.
+
+    Args:
+        text: a sentence.
+        locale: the CLDR locale it should be written in.
+
+    Returns:
+        The date that the rest of ``text`` names, or None when ``text`` is not a full date of
+        ``locale`` with another weekday (a correct full date gives None too).
+    """
+    loc = _parse_locale(locale, "locale")
+    wanted = text.strip()
+    names = loc.days["format"]["wide"]  # 0 is Monday, as for datetime.date.weekday()
+    for date in _candidate_dates(wanted, loc):
+        right = format_date(date, format="full", locale=loc)
+        own = names[date.weekday()]
+        if own not in right:
+            continue
+        if any(right.replace(own, other, 1) == wanted for day, other in names.items() if day != date.weekday()):
+            return date
     return None

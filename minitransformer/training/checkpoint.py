@@ -383,6 +383,44 @@ def check_compatible(checkpoint: dict[str, Any], config: TransformerConfig, path
         )
 
 
+#: Options that decide a run's data and vocabulary: a checkpoint resumed in a run folder must share them with the run.
+RUN_DATA_OPTIONS = ("dataset", "src_locale", "tgt_locale", "src_lang", "tgt_lang")
+
+
+def check_same_run(checkpoint: dict[str, Any], path: str | Path) -> None:
+    """Raise :class:`CheckpointError` unless the checkpoint belongs to the run recorded beside it.
+
+    The ``log.jsonl`` in the checkpoint's folder records the run (its newest ``setup`` record):
+    a checkpoint of another model size or other data, copied into that folder, would be resumed
+    there and mix two runs in one folder and one log. Without a log (a checkpoint on its own,
+    copied out to resume from) there is nothing to compare with. Dropout may differ, as for
+    :func:`check_compatible`.
+    """
+    from .runlog import read_log
+
+    log = Path(path).parent / "log.jsonl"
+    try:
+        setups = [r for r in read_log(log) if r.get("event") == "setup"] if log.is_file() else []
+        run = setups[-1] if setups else None
+        ours = TransformerConfig.from_dict(run["config"]).to_dict() if run else None
+    except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError):
+        return  # an unreadable log describes no run: the checkpoint itself has been checked
+    if run is None or ours is None:
+        return
+    theirs = TransformerConfig.from_dict(checkpoint["config"]).to_dict()
+    sizes = [k for k in ours if k != "dropout" and ours[k] != theirs.get(k)]
+    run_options, options = run.get("options") or {}, checkpoint.get("options") or {}
+    data = [k for k in RUN_DATA_OPTIONS if k in run_options and k in options and run_options[k] != options[k]]
+    if not sizes and not data:
+        return
+    written = ", ".join([f"{k}={theirs.get(k)}" for k in sizes] + [f"{k}={options[k]!r}" for k in data])
+    recorded = ", ".join([f"{k}={ours[k]}" for k in sizes] + [f"{k}={run_options[k]!r}" for k in data])
+    raise CheckpointError(
+        f"checkpoint {path} does not belong to the run in {log.parent}: it was written for {written}, but that "
+        f"run (its log.jsonl) has {recorded}; move the checkpoint out of the folder (to continue it, give "
+        "--resume FILE and a new --out)")
+
+
 def load_model(
     path: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[Transformer, SharedTokenizer, dict[str, Any]]:

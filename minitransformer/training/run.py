@@ -24,9 +24,9 @@ from ..data import SharedTokenizer, padding_fraction, tokenization_report
 from ..evaluation import METRICS
 from ..model import Transformer
 from ..utils import set_seed
-from .checkpoint import (BEST, REPLACED_RUN, atomic_copy, check_compatible, check_resumable, checkpoint_path,
-                         checkpoint_step, checkpoint_tokenizer, latest_checkpoint, list_checkpoints, load_checkpoint,
-                         restore_rng_state, run_folder_of)
+from .checkpoint import (BEST, REPLACED_RUN, atomic_copy, check_compatible, check_resumable, check_same_run,
+                         checkpoint_path, checkpoint_step, checkpoint_tokenizer, latest_checkpoint, list_checkpoints,
+                         load_checkpoint, restore_rng_state, run_folder_of)
 from .corpus import Corpus, drop_long, encode_pairs, load_corpus
 from .distributed import (DistInfo, StopRequest, all_gather_objects, broadcast_object, cleanup_distributed,
                           init_distributed)
@@ -94,12 +94,30 @@ def _shown(names: list[str]) -> str:
     return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
-def _check_out_folder(options: TrainOptions, out: Path, resumed: Path | None) -> None:
+def _started_without_checkpoint(out: Path, files: list[str]) -> bool:
+    """True when ``files`` are only what a run writes before its first checkpoint: a ``log.jsonl``
+    that starts with the run's setup record and records no checkpoint, and ``tokenizer.json``."""
+    if "log.jsonl" not in files or not set(files) <= {"log.jsonl", "tokenizer.json"}:
+        return False
+    try:
+        records = read_log(out / "log.jsonl")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return (bool(records) and isinstance(records[0].get("options"), dict) and records[0].get("event") == "setup"
+            and not any(r.get("event") in ("checkpoint", "done") for r in records))
+
+
+def _check_out_folder(options: TrainOptions, out: Path, resumed: Path | None) -> str | None:
     """Refuse to write where the run would change files that are not its own.
 
     A new run needs an empty folder, one of an earlier run with ``overwrite``, or any folder
-    with ``overwrite``. A resumed run writes into the folder of its checkpoint, or into an
-    empty one (a new run continuing from that checkpoint), never into another run's.
+    with ``overwrite``. A folder that holds only what a run wrote before its first checkpoint
+    (it was killed or failed then) counts as empty: there is nothing to resume, and the new
+    run replaces those files. A resumed run writes into the folder of its checkpoint, or into
+    an empty one (a new run continuing from that checkpoint), never into another run's.
+
+    Returns:
+        A note for the user when the folder was taken over from a run without a checkpoint.
     """
     if resumed is not None:
         home = run_folder_of(resumed)
@@ -109,9 +127,9 @@ def _check_out_folder(options: TrainOptions, out: Path, resumed: Path | None) ->
                 f"({_shown(files)}): a resume writes only into the run it resumes; leave out --out (the "
                 "checkpoint's own folder is used), or give an empty --out to continue from this checkpoint "
                 "in a new folder")
-        return
+        return None
     if options.overwrite:
-        return
+        return None
     earlier = list_checkpoints(out)
     if earlier:
         raise FileExistsError(
@@ -119,11 +137,16 @@ def _check_out_folder(options: TrainOptions, out: Path, resumed: Path | None) ->
             "--resume to continue it, --overwrite to start afresh (replaces them once the new run has "
             "written its first checkpoint), or another --out"
         )
-    if files := _other_files(out):
+    files = _other_files(out)
+    if files and _started_without_checkpoint(out, files):
+        return (f"{out} holds only the {' and '.join(files)} of a run that stopped before its first checkpoint: "
+                "nothing there to resume, so this run starts afresh and replaces them")
+    if files:
         raise FileExistsError(
             f"--out {out} is not empty ({_shown(files)}) and holds no run (no checkpoint-<step>.pt): training "
             f"would write {', '.join(RUN_FILES)} there; pass --overwrite to let it (files of those names are "
             "replaced once the new run has written its first checkpoint), or choose an empty or new --out")
+    return None
 
 
 class _EarlierRun:
@@ -268,7 +291,10 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
     checkpoint = load_checkpoint(resumed) if resumed else None
     if checkpoint is not None:
         check_resumable(checkpoint, resumed or "")
-    _check_out_folder(o, out, resumed)
+        check_same_run(checkpoint, resumed or "")
+    note = _check_out_folder(o, out, resumed)
+    if note:
+        _say(info, f"note: {note}")
     set_seed(o.seed)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls on tensor cores

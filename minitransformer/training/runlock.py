@@ -118,8 +118,14 @@ class RunLock:
             if owner and owner.get("pid") != os.getpid() and _alive(owner):
                 os.close(fd)
                 raise self._refusal(owner)
-            self._write(fd)
-            self._fd = fd
+            try:
+                self._write(fd)
+                self._fd = fd
+            except BaseException:
+                # Ctrl-C (or a full disk) while our record is written: leave no lock file naming this process.
+                self._fd = fd
+                self.release()
+                raise
             self.note = None
             if owner and owner.get("pid") != os.getpid():
                 self.note = (f"took over the lock of {self.folder} left by {_describe(owner)}, "
