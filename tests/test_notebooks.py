@@ -110,3 +110,32 @@ def test_lessons_are_slide_ready(path: Path):
     assert any(exercise in "".join(c["source"]) for c in notebook["cells"][-3:]), (
         f"{path.name} should end by linking its exercise {exercise}"
     )
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_speaker_notes_stay_out_of_the_learners_way(path: Path):
+    # Notes are for the slides (RISE's speaker view, the site's decks): in JupyterLab they are collapsed
+    # (metadata jupyter.source_hidden), and the site's lesson pages leave them out (tools/build_site.py).
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    for index, cell in enumerate(notebook["cells"]):
+        source = "".join(cell["source"])
+        is_note = _slide_type(cell) == "notes"
+        assert is_note == source.startswith("Speaker note"), (
+            f"{path.name}, cell {index}: a speaker note should be a cell of slide type 'notes' starting 'Speaker notes:'")
+        if is_note:
+            assert cell["metadata"].get("jupyter", {}).get("source_hidden") is True, (
+                f"{path.name}, cell {index}: collapse the speaker note (metadata jupyter.source_hidden = true)")
+
+
+def test_the_site_pages_leave_the_speaker_notes_out():
+    import runpy
+
+    build = runpy.run_path(str(ROOT / "tools" / "build_site.py"))
+    notebook = json.loads((ROOT / "notebooks" / "03_self_attention.ipynb").read_text(encoding="utf-8"))
+    notes = [c for c in notebook["cells"] if _slide_type(c) == "notes"]
+    assert notes, "lesson 03 should have speaker notes for this test"
+    page = build["web_notebook"](notebook, {"cell_type": "markdown", "metadata": {}, "source": "links"})
+    assert not [c for c in page["cells"] if "Speaker note" in "".join(c["source"])]
+    kept = [c for c in notebook["cells"] if _slide_type(c) != "notes"]
+    assert [c["source"] for c in page["cells"] if c["cell_type"] == "code"] == [
+        c["source"] for c in kept if c["cell_type"] == "code"]  # every code cell stays

@@ -240,9 +240,12 @@ def links_cell(folder: str, name: str, slides: bool, modules: list[str]) -> dict
 
 def web_notebook(notebook: dict, header: dict) -> dict:
     """The page version of a stored notebook: the links under the title, and without the
-    "(continued)" headings that only the slides need (the text under them stays)."""
+    "(continued)" headings that only the slides need (the text under them stays) and without
+    the speaker notes (cells of slide type "notes": the slide decks keep them)."""
     cells = []
     for cell in notebook["cells"]:
+        if cell.get("metadata", {}).get("slideshow", {}).get("slide_type") == "notes":
+            continue
         if cell["cell_type"] == "markdown":
             source = "".join(cell["source"])
             stripped = CONTINUED.sub("", source)
