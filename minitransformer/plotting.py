@@ -276,6 +276,11 @@ def plot_model_diagram(config: TransformerConfig, ax: Axes | None = None) -> Axe
         config: the model's configuration, e.g. ``TransformerConfig.base(37000)``.
         ax: where to draw; a new 11 x 9.6 inch figure if None.
 
+    The residual connections are drawn as the paper's Figure 1 draws them: an arrow leaves the
+    input of each sub-layer, passes beside it, and enters its "add & norm" box (on the left of the
+    encoder, on the right of the decoder, where the memory does not cross them). Their patches
+    and lines carry the gid ``"residual"``.
+
     Returns:
         The axes, with one text artist per box label and per arrow shape (``ax.texts``).
     """
@@ -295,12 +300,21 @@ def plot_model_diagram(config: TransformerConfig, ax: Axes | None = None) -> Axe
         ax.text(x, y + 0.08, label, ha="center", va="center", fontsize=10)
         ax.text(x, y - 0.15, lesson, ha="center", va="center", fontsize=8, color="#444444")
 
-    def arrow(x0: float, y0: float, x1: float, y1: float, shape: str = "", side: float = 0.1) -> None:
+    def arrow(x0: float, y0: float, x1: float, y1: float, shape: str = "", side: float = 0.1,
+              gid: str | None = None) -> None:
         ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), arrowstyle="-|>", mutation_scale=11, linewidth=1.1,
-                                     color="black", shrinkA=0, shrinkB=0))
-        if shape:
-            ax.text((x0 + x1) / 2 + side, (y0 + y1) / 2, shape, ha="left", va="center", fontsize=8.5,
-                    color="#1f4e9c", family="monospace")
+                                     color="black", shrinkA=0, shrinkB=0, gid=gid))
+        if shape:  # a negative side puts the shape on the left of the arrow
+            ax.text((x0 + x1) / 2 + side, (y0 + y1) / 2, shape, ha="left" if side > 0 else "right", va="center",
+                    fontsize=8.5, color="#1f4e9c", family="monospace")
+
+    def residual(x: float, y_from: float, y_norm: float, right: bool = False) -> None:
+        """x carried around a sub-layer: from its input at (x, y_from) into the add & norm box at y_norm."""
+        edge = x + width / 2 if right else x - width / 2
+        bypass = edge + 0.18 if right else edge - 0.18
+        ax.plot([x, bypass, bypass], [y_from, y_from, y_norm], color="black", linewidth=1.1, gid="residual")
+        ax.plot([x], [y_from], "o", color="black", markersize=3.5, gid="residual")
+        arrow(bypass, y_norm, edge, y_norm, gid="residual")
 
     def stack(x: float, y0: float, y1: float, label: str, right: bool = False) -> None:
         ax.add_patch(FancyBboxPatch((x - width / 2 - 0.25, y0), width + 0.5, y1 - y0, boxstyle="round,pad=0.05",
@@ -316,7 +330,7 @@ def plot_model_diagram(config: TransformerConfig, ax: Axes | None = None) -> Axe
     arrow(xe, 1.85, xe, 2.35, f"(B, S, {D})")
     box(xe, 2.6, "+ positional encoding", "lesson 02", "embed")
     arrow(xe, 2.85, xe, 3.55, f"(B, S, {D})")
-    stack(xe, 3.45, 7.0, f"encoder layer, x {config.n_encoder_layers} (lesson 05)")
+    stack(xe, 3.15, 7.0, f"encoder layer, x {config.n_encoder_layers} (lesson 05)")
     box(xe, 3.8, f"multi-head self-attention, {H} heads", f"lessons 03, 04: d_k = {D // H}, padding mask", "attn")
     arrow(xe, 4.05, xe, 4.55, f"(B, S, {D})")
     box(xe, 4.8, "add & norm: LayerNorm(x + sublayer(x))", "lesson 05", "norm")
@@ -324,6 +338,8 @@ def plot_model_diagram(config: TransformerConfig, ax: Axes | None = None) -> Axe
     box(xe, 5.8, f"feed-forward {D} -> {F} -> {D}", "lesson 05", "ffn")
     arrow(xe, 6.05, xe, 6.45, f"(B, S, {D})")
     box(xe, 6.7, "add & norm: LayerNorm(x + sublayer(x))", "lesson 05", "norm")
+    residual(xe, 3.35, 4.8)  # around the self-attention
+    residual(xe, 5.15, 6.7)  # around the feed-forward network
     # memory goes to the cross-attention of every decoder layer
     ax.plot([xe, xe, 5.35, 5.35], [6.95, 7.6, 7.6, 5.5], color="black", linewidth=1.1)
     arrow(5.35, 5.5, xd - width / 2, 5.5)
@@ -331,30 +347,35 @@ def plot_model_diagram(config: TransformerConfig, ax: Axes | None = None) -> Axe
             family="monospace")
     ax.text(xe, 0.05, "ENCODER", ha="center", va="center", fontsize=11, weight="bold")
 
-    # Decoder, bottom to top.
+    # Decoder, bottom to top; the shapes on the left of the arrows, the residual connections on the right.
     box(xd, 0.6, "target tokens, shifted right", "lesson 06: <bos> first", "embed")
-    arrow(xd, 0.85, xd, 1.35, "(B, T)")
+    arrow(xd, 0.85, xd, 1.35, "(B, T)", side=-0.1)
     box(xd, 1.6, f"token embedding x sqrt({D})", "lesson 01: shared table", "embed")
-    arrow(xd, 1.85, xd, 2.35, f"(B, T, {D})")
+    arrow(xd, 1.85, xd, 2.35, f"(B, T, {D})", side=-0.1)
     box(xd, 2.6, "+ positional encoding", "lesson 02", "embed")
-    arrow(xd, 2.85, xd, 3.35, f"(B, T, {D})")
-    stack(xd, 3.27, 8.55, f"decoder layer, x {config.n_decoder_layers} (lesson 06)", right=True)
+    arrow(xd, 2.85, xd, 3.35, f"(B, T, {D})", side=-0.1)
+    stack(xd, 3.0, 8.55, f"decoder layer, x {config.n_decoder_layers} (lesson 06)", right=True)
     box(xd, 3.6, "masked multi-head self-attention", "lesson 06: causal mask", "attn")
-    arrow(xd, 3.85, xd, 4.3, f"(B, T, {D})")
+    arrow(xd, 3.85, xd, 4.3, f"(B, T, {D})", side=-0.1)
     box(xd, 4.55, "add & norm: LayerNorm(x + sublayer(x))", "lesson 05", "norm")
-    arrow(xd, 4.8, xd, 5.25, f"(B, T, {D})")
+    arrow(xd, 4.8, xd, 5.25, f"(B, T, {D})", side=-0.1)
     box(xd, 5.5, "cross-attention: Q from here", "lesson 06: K, V from memory", "attn")
-    arrow(xd, 5.75, xd, 6.2, f"(B, T, {D})")
+    arrow(xd, 5.75, xd, 6.2, f"(B, T, {D})", side=-0.1)
     box(xd, 6.45, "add & norm: LayerNorm(x + sublayer(x))", "lesson 05", "norm")
-    arrow(xd, 6.7, xd, 7.15, f"(B, T, {D})")
+    arrow(xd, 6.7, xd, 7.15, f"(B, T, {D})", side=-0.1)
     box(xd, 7.4, f"feed-forward {D} -> {F} -> {D}", "lesson 05", "ffn")
-    arrow(xd, 7.65, xd, 8.0, f"(B, T, {D})")
+    arrow(xd, 7.65, xd, 8.0, f"(B, T, {D})", side=-0.1)
     box(xd, 8.25, "add & norm: LayerNorm(x + sublayer(x))", "lesson 05", "norm")
-    arrow(xd, 8.5, xd, 9.0, f"(B, T, {D})")
+    residual(xd, 3.15, 4.55, right=True)  # around the masked self-attention
+    residual(xd, 4.9, 6.45, right=True)  # around the cross-attention
+    residual(xd, 6.8, 8.25, right=True)  # around the feed-forward network
+    arrow(xd, 8.5, xd, 9.0, f"(B, T, {D})", side=-0.1)
     tied = " (tied to the embedding)" if config.tie_embeddings else ""
     box(xd, 9.25, f"linear {D} -> {V:,}", f"lessons 01, 06{tied}", "out")
-    arrow(xd, 9.5, xd, 9.9, f"(B, T, {V})")
+    arrow(xd, 9.5, xd, 9.9, f"(B, T, {V})", side=-0.1)
     box(xd, 10.15, "softmax: next-token probabilities", "lessons 03, 06", "out")
     ax.text(xd, 0.05, "DECODER", ha="center", va="center", fontsize=11, weight="bold")
-    ax.set_title(f"The Transformer: D = {D}, {H} heads, d_ff = {F}, V = {V:,}", fontsize=11)
+    ax.set_title(f"The Transformer: D = {D}, {H} heads, d_ff = {F}, V = {V:,}\n"
+                 "side arrows: the residual connections, x carried around each sub-layer to its add & norm",
+                 fontsize=11)
     return ax

@@ -41,3 +41,42 @@ def test_the_shapes_follow_the_config() -> None:
     assert f"(B, T, {config.d_model})" in texts and "(B, T, 100)" in texts
     assert "(B, S, 512)" not in texts
     assert f"encoder layer, x {config.n_encoder_layers} (lesson 05)" in texts
+
+
+def _labelled_boxes(ax) -> list[tuple[str, tuple[float, float, float, float]]]:
+    """(label, (x0, y0, x1, y1)) of every block box (the dashed layer stacks left out): its first text."""
+    boxes = [p.get_bbox() for p in ax.patches if isinstance(p, FancyBboxPatch) and p.get_linestyle() == "solid"]
+    found = []
+    for box in boxes:
+        inside = [t.get_text() for t in ax.texts if box.contains(*t.get_position())]
+        found.append((inside[0], (box.x0, box.y0, box.x1, box.y1)))
+    return found
+
+
+def test_a_residual_connection_goes_around_every_sublayer() -> None:
+    # The paper's Figure 1 carries x around each sub-layer into its "Add & Norm"; a diagram without those
+    # arrows shows the block without its residual (self-attention -> norm -> feed-forward), a common mistake.
+    from matplotlib.patches import FancyArrowPatch
+
+    for config in (TransformerConfig.base(37000), TransformerConfig.tiny(100)):
+        ax = plot_model_diagram(config)
+        boxes = _labelled_boxes(ax)
+        arrows = [p for p in ax.patches if isinstance(p, FancyArrowPatch) and p.get_gid() == "residual"]
+        paths = [line for line in ax.lines if line.get_gid() == "residual" and len(line.get_xdata()) == 3]
+        assert len(arrows) == len(paths) == 2 + 3  # encoder: attention, FFN; decoder: self-, cross-attention, FFN
+        around = []
+        for line in paths:
+            (x, bypass, _), (y_from, _, y_norm) = line.get_xdata(), line.get_ydata()
+            norm = [label for label, (x0, y0, x1, y1) in boxes if x0 <= x <= x1 and y0 <= y_norm <= y1]
+            assert norm == ["add & norm: LayerNorm(x + sublayer(x))"], (y_norm, norm)
+            between = [(label, (x0, x1)) for label, (x0, y0, x1, y1) in boxes
+                       if x0 <= x <= x1 and y_from < y0 and y1 < y_norm]
+            assert len(between) == 1, between  # exactly one box is bypassed: the sub-layer
+            label, (x0, x1) = between[0]
+            assert not x0 <= bypass <= x1  # the connection passes beside the sub-layer, not through it
+            # It leaves from the arrow that brings the sub-layer its input, from the box below.
+            assert any(bx0 <= x <= bx1 and y1 < y_from for _, (bx0, _, bx1, y1) in boxes)
+            around.append("feed-forward" if label.startswith("feed-forward") else label.split(",")[0].split(":")[0])
+        plt.close(ax.figure)
+        assert sorted(around) == sorted(["multi-head self-attention", "feed-forward",  # encoder
+                                         "masked multi-head self-attention", "cross-attention", "feed-forward"])

@@ -12,6 +12,10 @@
 * No lesson imports a name it never uses (ruff's F401 on the notebooks).
 * The set-up commands of the README and of the site's set-up page install PyTorch's CPU build
   before the package (else, on Linux, pip fetches the CUDA build: gigabytes for a CPU course).
+* Numbers of the README and of the package's messages that describe a stored lesson output or a
+  committed benchmark record are the numbers of that output or record (they went stale before:
+  training times and checkpoint counts of lessons 07 and 08, the laptop recipe's minutes). When a
+  lesson is executed again or a record re-made, these tests name the sentence to update.
 """
 
 from __future__ import annotations
@@ -315,3 +319,100 @@ def test_the_unused_import_check_can_fail(tmp_path: Path):
     result = _ruff(str(tmp_path / "lesson.ipynb"))
     assert result.returncode == 1 and "`os` imported but unused" in result.stdout, result.stdout + result.stderr
     assert "math" not in result.stdout
+
+
+# --- Numbers that describe stored outputs and committed records -------------------------------------------
+
+
+def _outputs(path: Path) -> list[str]:
+    """The text of each code cell's outputs (streams and text/plain), one string per code cell."""
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    texts = []
+    for cell in notebook["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        parts = ["".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+                 for o in cell.get("outputs", [])]
+        texts.append("".join(parts))
+    return texts
+
+
+def _readme() -> str:
+    """The README with every run of white space (line breaks included) made one space."""
+    return " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+
+
+def _stored(lesson: str, pattern: str) -> re.Match:
+    text = "\n".join(_outputs(ROOT / "notebooks" / f"{lesson}.ipynb"))
+    match = re.search(pattern, text, flags=re.MULTILINE)
+    assert match, f"notebooks/{lesson}.ipynb has no stored output matching {pattern!r}"
+    return match
+
+
+ORDINALS = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth", 6: "sixth", 7: "seventh", 8: "eighth"}
+
+
+def test_the_readme_gives_the_training_times_the_stored_lessons_print():
+    said = re.search(r"prints its time \(as stored, lesson 07's cell printed (\d+) s and lesson 08's (\d+) s\)", _readme())
+    assert said, "README, 'Open the course': the sentence on the dates model's training time in lessons 07 and 08"
+    stored = (_stored("07_training", r"wall-clock time of train\(\)\s+(\d+) s").group(1),
+              _stored("08_decoding_and_gpu", r"trained in (\d+) s on this machine").group(1))
+    assert said.groups() == stored, (f"README says {said.group(1)} s (lesson 07) and {said.group(2)} s (lesson 08); "
+                                     f"the stored lessons print {stored[0]} s and {stored[1]} s")
+
+
+def test_the_readme_gives_the_checkpoints_of_the_stored_dates_runs():
+    said = re.search(r"(\d+) in the run stored in lesson 08, which stops during its (\w+) epoch, "
+                     r"as the run stored in lesson 07 does", _readme())
+    assert said, "README, 'average --last K': the sentence on the checkpoints of the dates run"
+    listing = next(text for text in _outputs(ROOT / "notebooks" / "08_decoding_and_gpu.ipynb")
+                   if re.search(r"^\s*checkpoint-\d{8}\.pt\s", text, flags=re.MULTILINE))
+    kept = re.findall(r"^\s*checkpoint-\d{8}\.pt\s", listing, flags=re.MULTILINE)
+    assert int(said.group(1)) == len(kept), f"README says {said.group(1)} checkpoints; lesson 08 lists {len(kept)}"
+    for lesson in ("07_training", "08_decoding_and_gpu"):
+        epoch = float(_stored(lesson, r"epoch\s+(\d+\.\d+)\s+step\s+\d+\b.*\(target reached").group(1))
+        assert ORDINALS[int(epoch) + 1] == said.group(2), (
+            f"README says the runs stop during their {said.group(2)} epoch; lesson {lesson[:2]}'s stops at epoch {epoch}")
+
+
+def test_the_readme_describes_the_base_model_on_a_cpu_from_the_committed_data():
+    import torch
+
+    from minitransformer import Transformer, TransformerConfig
+    from minitransformer.training.cpu import estimate_cpu_run
+    from minitransformer.training.options import RECIPES
+
+    readme = _readme()
+    record = json.loads((ROOT / "benchmarks" / "results" / "compare-cpu.json").read_text())
+    rate = next(r["ours"] for r in record["records"] if r["size"] == "base" and r["task"] == "train" and r["threads"] == 2)
+    said = re.search(r"about ([\d,]+) source and target tokens per second with two threads", readme)
+    assert said and int(said.group(1).replace(",", "")) == round(rate, -2), (said, rate)
+    gpu_recipe = RECIPES["multi30k"]
+    step = 2 * gpu_recipe["batch_tokens"] / rate  # a batch of batch_tokens on each side
+    assert f"the GPU recipe's {gpu_recipe['batch_tokens']:,}-token batches takes about {step:.0f} s" in readme
+    assert f"its {gpu_recipe['epochs']} epochs about half a day" in readme
+    hours = [gpu_recipe["epochs"] * steps * step / 3600 for steps in (115, 120)]  # ~115-120 steps an epoch on Multi30k
+    assert all(9 < h < 15 for h in hours), hours
+    with torch.device("meta"):  # sizes only, no weights
+        parameters = Transformer(TransformerConfig.base(gpu_recipe["vocab_size"])).num_parameters()
+    checkpoint = estimate_cpu_run(parameters, 1, 1, 1, None, keep=1, flops=1.0).checkpoint_bytes
+    assert f"holds {checkpoint / 1e6:.0f} MB" in readme and f"{parameters / 1e6:.1f}M parameters of the base model" in readme
+    assert f"with an {gpu_recipe['vocab_size']:,}-token vocabulary" in readme
+
+
+def test_the_slow_run_message_gives_the_committed_laptop_record():
+    import inspect
+
+    import torch
+
+    from minitransformer.training import cpu
+
+    record = json.loads((ROOT / "benchmarks" / "results" / "multi30k-cpu.json").read_text())
+    minutes = record["summary"]["wall_minutes"]
+    assert cpu.CPU_SIZED_MINUTES == (round(minutes["min"]), round(minutes["max"])), (cpu.CPU_SIZED_MINUTES, minutes)
+    estimate = cpu.CpuEstimate(step_seconds=40.0, steps=1000, run_seconds=40000.0, checkpoint_bytes=1, disk_bytes=2)
+    message = cpu.slow_run_message(estimate, 63_000_000, 120, torch.device("cpu"))
+    assert f"{round(minutes['min'])}-{round(minutes['max'])} minutes on 2 cores for Multi30k" in message
+    parameters = {run["parameters"] for run in record["runs"]}
+    assert len(parameters) == 1
+    assert f"{parameters.pop() / 1e6:.1f}M parameters" in inspect.getsource(cpu)
