@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -271,3 +272,24 @@ def test_the_target_is_checked_inside_epochs_so_a_run_stops_soon_after_reaching_
 def test_checks_per_epoch_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="checks_per_epoch must be at least 1"):
         _options(tmp_path, checks_per_epoch=0)
+
+
+@pytest.mark.parametrize("in_notebook", [True, False])
+def test_lines_printed_inside_an_epoch_stay_off_the_progress_bar(tmp_path: Path, monkeypatch, capsys,
+                                                                 in_notebook: bool) -> None:
+    # The bar ends its text with a carriage return, not a newline: a plain print of a validation line
+    # while the bar is drawn lands on the bar's line ("  40%|####  | 2/5 [...]epoch 0.4 step 2 ...").
+    import minitransformer.training.trainer as trainer_module
+    from minitransformer.training.trainer import Trainer
+
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    monkeypatch.setattr(trainer_module, "_in_jupyter_kernel", lambda: in_notebook)  # the bar on stdout or stderr
+    monkeypatch.setattr(Trainer, "validation_quality", lambda self: 0.5)  # never reaches the target
+    train(_options(tmp_path, target=1.0, checks_per_epoch=3, epochs=1))
+    captured = capsys.readouterr()
+    out = captured.out + (captured.err if in_notebook else "")
+    results = [line for line in out.split("\n") if "val loss" in line]
+    assert len(results) == 3, out  # two checks inside the epoch, one at its end
+    # What a notebook or a terminal shows of each line: the text after its last carriage return.
+    assert all(re.fullmatch(r"epoch +[\d.]+ +step .*", line.split("\r")[-1]) for line in results), results
+    assert "%|" in out or "%|" in captured.err, "the bar should have been drawn for this test to mean something"

@@ -288,7 +288,11 @@ class Trainer:
             print(f"training {self.stop_rule()}", flush=True)
         while self.epoch < epochs and not self._done():
             with self._progress_bar() as bar:  # closed (and wiped) before the epoch's line is printed
-                interrupted = self._train_epoch(bar, stop)
+                self._bar = bar  # the checks inside the epoch print their lines above it (_say)
+                try:
+                    interrupted = self._train_epoch(bar, stop)
+                finally:
+                    self._bar = None
             if interrupted:
                 self.log.write("interrupted", step=self.step, epoch=self.epoch, signal=stop.signal_name)
                 self.save()
@@ -347,6 +351,22 @@ class Trainer:
         out = sys.stdout if _in_jupyter_kernel() else sys.stderr
         return tqdm(total=total, initial=done, desc=title, unit="step", leave=False, disable=silent, file=out,
                     dynamic_ncols=True, mininterval=0.5)
+
+    def _say(self, line: str) -> None:
+        """Print a result line on the main process; while an epoch's bar is drawn, on a line of its own.
+
+        A plain print would land after the bar's text on the same line (the bar ends with a carriage
+        return, not a newline), gluing the two in a notebook or terminal. ``tqdm.write`` wipes the
+        bar, prints the line and draws the bar again below it.
+        """
+        if not self.info.is_main:
+            return
+        bar = getattr(self, "_bar", None)
+        if bar is not None and not bar.disable:
+            bar.write(line, file=sys.stdout)
+            sys.stdout.flush()
+        else:
+            print(line, flush=True)
 
     def _train_epoch(self, bar: Any, stop: StopRequest) -> bool:
         o, info = self.options, self.info
@@ -453,8 +473,7 @@ class Trainer:
         o = self.options
         if o.target is not None and o.target > 0 and quality >= o.target:
             line += "  (target reached: done)"
-        if self.info.is_main:
-            print(line, flush=True)
+        self._say(line)
         if inside and not self._done():
             return False
         best = self.metrics.get("best_val_" + self.metric, -math.inf)
