@@ -71,6 +71,7 @@ html_static_path = ["_static"]
 if VENDOR_DIR.is_dir():
     html_static_path.append(str(VENDOR_DIR))
 html_css_files = ["course.css"]
+html_js_files = ["course.js"]  # search: lessons first, snippets without the buttons; names break at dots
 html_theme_options = {
     "repository_url": REPOSITORY_URL,
     "repository_branch": REPOSITORY_BRANCH,
@@ -118,13 +119,19 @@ def linkcode_resolve(domain: str, info: dict) -> str | None:
 
 # Docstrings are written to be read in a terminal as much as here: a few plain-text habits would
 # be read by reStructuredText as markup. Escape them for the page (the docstrings stay as they are).
-_LITERAL_GLUED = re.compile(r"(``[^`]+``)(?=[^\s.,;:!?)\]'\"/-])")  # ``<pad>``=0: end-string needs a break
+_LITERAL = re.compile(r"``[^`]+``")  # whole literals, found left to right (never the text between two)
+_END_OK = re.compile(r"[\s.,;:!?)\]'\"/-]|$")  # what may follow a literal's end-string
 _BARS = re.compile(r"\|(\w+)\|")  # |Y| (a length) is not a substitution
+
+
+def _unglue(line: str) -> str:
+    """``<pad>``=0 becomes ``<pad>``\\ =0: reStructuredText needs a break after a literal's end-string."""
+    return _LITERAL.sub(lambda m: m.group(0) + ("" if _END_OK.match(line, m.end()) else "\\ "), line)
 
 
 def _escape_docstring(app, what, name, obj, options, lines: list[str]) -> None:
     for i, line in enumerate(lines):
-        lines[i] = _BARS.sub(r"\\|\1\\|", _LITERAL_GLUED.sub(r"\1\\ ", line))
+        lines[i] = _BARS.sub(r"\\|\1\\|", _unglue(line))
 
 
 def setup(app) -> None:

@@ -105,3 +105,15 @@ def test_the_license_is_the_file_that_pyproject_names() -> None:
     text = (ROOT / "LICENSE").read_text(encoding="utf-8")
     assert text.startswith("MIT License\n") and "Copyright (c) 2026 the minitransformer authors" in text
     assert "THE SOFTWARE IS PROVIDED \"AS IS\", WITHOUT WARRANTY OF ANY KIND" in text
+
+
+def test_docstring_literals_are_escaped_whole_for_the_site() -> None:
+    # The site's docstring hook once matched the text *between* two literals ("`` or raises an ``") and
+    # put a stray backslash in front of the second one: "raises an `\ AssertionError`".
+    import runpy
+
+    conf = runpy.run_path(str(ROOT / "site" / "conf.py"))
+    lines = ["``✓ Task 2 passed: ...`` or raises an ``AssertionError`` that says", "``<pad>``=0, ``x``.", "|Y| ``a``b"]
+    conf["_escape_docstring"](None, "module", "m", None, {}, lines)
+    assert lines == ["``✓ Task 2 passed: ...`` or raises an ``AssertionError`` that says",
+                     "``<pad>``\\ =0, ``x``.", "\\|Y\\| ``a``\\ b"]

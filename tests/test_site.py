@@ -285,7 +285,13 @@ def test_search_answers(site, browser) -> None:
             "const s = document.querySelector('#search-results .search-summary'); return s ? s.textContent : '';"))
     results = browser.execute_script("return [...document.querySelectorAll('#search-results li a')].map(a => a.href)")
     browser.save_screenshot(str(SHOTS / "search__attention.png"))
-    assert any("/notebooks/03_self_attention.html" in r for r in results), results[:10]
+    # The lesson on the query's subject first (site/_static/search.js: lessons, then exercises, then the API).
+    assert "/notebooks/03_self_attention.html" in results[0], results[:10]
+    WebDriverWait(browser, 60).until(lambda d: d.execute_script(
+        "return document.querySelectorAll('#search-results p.context').length >= 3"))
+    snippets = browser.execute_script(
+        "return [...document.querySelectorAll('#search-results p.context')].map(p => p.textContent)")
+    assert not [s for s in snippets if re.search(r"\bLight\s+Dark\b", s)], snippets[:3]  # the colour-mode menu
 
 
 def test_slides_fit_or_scroll(site, browser) -> None:
@@ -333,3 +339,32 @@ def test_slides_fit_or_scroll(site, browser) -> None:
             print(f"{name} at {width}x{height}: {len(slides)} slides, tallest {tallest['scrollHeight']} px "
                   f"({sum(s['scrollHeight'] > s['clientHeight'] + 1 for s in slides)} scroll)")
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:60])
+
+
+def test_sidebar_names_break_at_dots_not_inside_words(site, browser) -> None:
+    _, base = site
+    _viewport(browser, 1600, 900)
+    browser.get(f"{base}/api/minitransformer.training.trainer.html")
+    found = browser.execute_script("""
+        const links = [...document.querySelectorAll('.bd-sidebar-primary a, .bd-sidebar-secondary a')]
+            .filter(a => /^[\\w.()]+$/.test(a.textContent.trim()) && a.textContent.includes('.'));
+        const wordBreaking = links.filter(a => getComputedStyle(a).overflowWrap !== 'normal'
+                                              || getComputedStyle(a).wordBreak !== 'normal');
+        // A line can end only where course.js put a <wbr>: every line of a link starts a piece of its name.
+        const badLines = [];
+        for (const a of links) {
+            const pieces = a.textContent.trim().split(/(?<=[._])/);
+            const lines = new Set();  // the line boxes of the name's letters (its text nodes, not the code box)
+            const walker = document.createTreeWalker(a, NodeFilter.SHOW_TEXT);
+            while (walker.nextNode()) {
+                const range = document.createRange();
+                range.selectNodeContents(walker.currentNode);
+                for (const r of range.getClientRects()) if (r.width > 0) lines.add(Math.round(r.top / 4));
+            }
+            if (lines.size > pieces.length) badLines.push(a.textContent.trim());
+        }
+        return {count: links.length, wordBreaking: wordBreaking.map(a => a.textContent.trim()), badLines,
+                overflowing: links.filter(a => a.scrollWidth > a.clientWidth + 1).map(a => a.textContent.trim())};
+    """)
+    assert found["count"] > 20, found
+    assert not found["wordBreaking"] and not found["badLines"] and not found["overflowing"], found
