@@ -16,8 +16,6 @@ from typing import Any
 
 from matplotlib.axes import Axes
 
-from .ablations import PAPER_BASE, VARIANTS
-
 #: The figure's panels: a title and the variants drawn in it (with the one they are compared to).
 PANELS: list[tuple[str, list[str]]] = [
     ("(A) heads at fixed d_model", ["baseline", "heads_1", "heads_4", "heads_16", "heads_32"]),
@@ -165,9 +163,6 @@ def _pm(stats: dict[str, Any], digits: int = 1) -> str:
     return f"{stats['mean']:.{digits}f} ± {stats['std']:.{digits}f}"
 
 
-_SAID = {"better": "better", "worse": "worse", "diverged": "diverged", "inconclusive": "inconclusive"}
-
-
 def verdict(analysis: dict[str, dict[str, Any]], name: str) -> str:
     """One phrase: how variant ``name`` compares with its reference and with the paper.
 
@@ -177,7 +172,7 @@ def verdict(analysis: dict[str, dict[str, Any]], name: str) -> str:
     parts, agreement = [], []
     for metric, label in (("ppl", "perplexity"), ("bleu", "BLEU")):
         r = analysis[name][metric]
-        parts.append(f"{label} {_SAID[r['verdict']]}")
+        parts.append(f"{label} {r['verdict']}")
         if r["agrees"] is not None:
             agreement.append(f"{label} {'agrees' if r['agrees'] else 'disagrees'}")
     return ", ".join(parts) + ("; paper: " + ", ".join(agreement) if agreement else "")

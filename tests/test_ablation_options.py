@@ -140,18 +140,24 @@ def test_untied_and_pre_ln_options() -> None:
     assert pre.encoder.norm is not None and all(layer.norm_first for layer in pre.encoder.layers)
 
 
+def _scheduled_rates(schedule: str, d_model: int, warmup: int, factor: float,
+                     steps: int) -> tuple[list[float], torch.optim.Optimizer]:
+    """The rate the package's scheduler gives at each of the first ``steps`` updates, and its optimizer."""
+    optimizer = torch.optim.Adam(torch.nn.Linear(2, 2).parameters())
+    scheduler = transformer_scheduler(optimizer, d_model, warmup, factor, schedule=schedule)
+    rates = []
+    for _ in range(steps):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    return rates, optimizer
+
+
 def test_constant_schedule_is_the_warmup_peak_from_the_first_step() -> None:
     d_model, warmup, factor = 64, 50, 0.5
     peak = transformer_lr(warmup, d_model, warmup, factor)
     assert math.isclose(peak, max(transformer_lr(s, d_model, warmup, factor) for s in range(1, 500)))
-    model = torch.nn.Linear(2, 2)
-    optimizer = torch.optim.Adam(model.parameters())
-    scheduler = transformer_scheduler(optimizer, d_model, warmup, factor, schedule="constant")
-    rates = []
-    for _ in range(5):
-        rates.append(optimizer.param_groups[0]["lr"])
-        optimizer.step()
-        scheduler.step()
+    rates, optimizer = _scheduled_rates("constant", d_model, warmup, factor, 5)
     assert rates == pytest.approx([peak] * 5, rel=1e-12)
     assert ConstantAtPeak(d_model, warmup, factor)(1000) == pytest.approx(peak)
     with pytest.raises(ValueError, match=r"schedule must be one of \('inverse_sqrt', 'constant', 'decay_only'\), "
@@ -161,14 +167,7 @@ def test_constant_schedule_is_the_warmup_peak_from_the_first_step() -> None:
 
 def test_decay_only_removes_the_warm_up_and_keeps_the_decay() -> None:
     d_model, warmup, factor = 64, 50, 0.5
-    model = torch.nn.Linear(2, 2)
-    optimizer = torch.optim.Adam(model.parameters())
-    scheduler = transformer_scheduler(optimizer, d_model, warmup, factor, schedule="decay_only")
-    rates = []
-    for _ in range(200):
-        rates.append(optimizer.param_groups[0]["lr"])
-        optimizer.step()
-        scheduler.step()
+    rates, _ = _scheduled_rates("decay_only", d_model, warmup, factor, 200)
     peak = transformer_lr(warmup, d_model, warmup, factor)
     assert rates[:warmup] == pytest.approx([peak] * warmup, rel=1e-12)  # no ramp: the peak from step 1
     paper = [transformer_lr(step, d_model, warmup, factor) for step in range(1, 201)]
