@@ -1,0 +1,291 @@
+"""One view, three ways to show it: a figure for one setting, panels for a few, and live controls.
+
+Every view of the playground is a ``draw_...(fig, **settings)`` function that draws into a
+Matplotlib ``Figure`` (or a ``SubFigure``) and computes what it shows with a small function of
+the package. This module turns such a function into:
+
+* :func:`plot_view`: a ``Figure`` for one setting;
+* :func:`static_panels`: the same view side by side for 2-3 chosen values of one setting, the
+  figure a lesson stores for readers without a kernel (and for the website);
+* :func:`live`: ipywidgets controls (sliders, drop-downs, check boxes, text boxes) and an output
+  area redrawn whenever a control moves.
+
+Figures are made with ``matplotlib.figure.Figure``, not pyplot, so that redrawing a view a
+hundred times leaves no open figures behind. ipywidgets is imported only inside :func:`live`:
+it comes with the ``notebooks`` extra, and the package imports without it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from matplotlib.figure import Figure, SubFigure
+
+__all__ = ["Fixed", "figure_size", "fixed", "live", "plot_view", "static_panels"]
+
+#: Size in inches of one panel when a draw function names none (see :func:`figure_size`).
+DEFAULT_SIZE = (6.0, 3.6)
+
+DrawFunction = Callable[..., Any]
+
+
+def figure_size(width: float, height: float) -> Callable[[DrawFunction], DrawFunction]:
+    """Decorator that records the size (inches) one panel of a draw function needs.
+
+    :func:`plot_view`, :func:`static_panels` and :func:`live` read it from ``draw.figsize``.
+    """
+    def mark(draw: DrawFunction) -> DrawFunction:
+        draw.figsize = (float(width), float(height))  # type: ignore[attr-defined]
+        return draw
+    return mark
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """A value passed unchanged to the draw function by :func:`live`, never turned into a control.
+
+    Needed only for a value that would otherwise become a control: a bool (check box), a str
+    (text box), a tuple (slider), a list (drop-down) or a set (multiple selection). Other values
+    (a model, a number, None) are passed unchanged anyway.
+    """
+
+    value: Any
+
+
+def fixed(value: Any) -> Fixed:
+    """Mark ``value`` as a setting of :func:`live` that gets no control (see :class:`Fixed`)."""
+    return Fixed(value)
+
+
+def _parameters(draw: DrawFunction) -> tuple[dict[str, inspect.Parameter], bool]:
+    """The keyword parameters of ``draw`` after its first (the figure), and whether it takes ``**kwargs``."""
+    if not callable(draw):
+        raise TypeError(f"draw must be a function draw(fig, **settings), got {type(draw).__name__} {draw!r}")
+    params = list(inspect.signature(draw).parameters.values())
+    if not params:
+        raise ValueError(f"{getattr(draw, '__name__', draw)} takes no arguments: expected draw(fig, **settings)")
+    rest = params[1:]
+    named = {p.name: p for p in rest if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return named, any(p.kind == p.VAR_KEYWORD for p in rest)
+
+
+def _check_names(draw: DrawFunction, names: Sequence[str]) -> dict[str, inspect.Parameter]:
+    named, open_ended = _parameters(draw)
+    unknown = [n for n in names if n not in named and not open_ended]
+    if unknown:
+        raise ValueError(f"{getattr(draw, '__name__', 'draw')} has no setting {', '.join(map(repr, unknown))}: "
+                         f"expected one of {', '.join(named) or '(none)'}")
+    return named
+
+
+def _size(draw: DrawFunction, figsize: tuple[float, float] | None) -> tuple[float, float]:
+    size = figsize if figsize is not None else getattr(draw, "figsize", DEFAULT_SIZE)
+    if len(size) != 2 or not all(isinstance(v, (int, float)) and v > 0 for v in size):
+        raise ValueError(f"figsize must be (width, height) in inches, two positive numbers, got {size!r}")
+    return float(size[0]), float(size[1])
+
+
+def plot_view(draw: DrawFunction, *, figsize: tuple[float, float] | None = None, **settings: Any) -> Figure:
+    """The view of ``draw`` for one setting, as a new ``Figure``.
+
+    Args:
+        draw: a ``draw_...(fig, **settings)`` function of the playground.
+        figsize: (width, height) in inches; default the size the draw function asks for.
+        settings: keyword arguments of ``draw``.
+
+    Returns:
+        The Figure (shown by Jupyter when it is a cell's last value).
+    """
+    _check_names(draw, list(settings))
+    figure = Figure(figsize=_size(draw, figsize), layout="constrained")
+    draw(figure, **settings)
+    return figure
+
+
+def static_panels(draw: DrawFunction, param_name: str, values: Sequence[Any], *,
+                  figsize: tuple[float, float] | None = None, titles: Sequence[str] | None = None,
+                  stacked: bool = False, **fixed_settings: Any) -> Figure:
+    """The view of ``draw`` side by side for a few values of one setting, in one ``Figure``.
+
+    Each panel is a ``SubFigure`` titled ``"<param_name> = <value>"`` (or by ``titles``); the
+    other settings are the same in every panel.
+
+    Args:
+        draw: a ``draw_...(fig, **settings)`` function of the playground.
+        param_name: the setting that changes from panel to panel.
+        values: its values, one panel each (1 to 6; 2 or 3 read best).
+        figsize: size of one panel; default the size the draw function asks for.
+        titles: one title per panel instead of ``"<param_name> = <value>"``.
+        stacked: panels one above the other instead of side by side (for views wider than tall).
+        fixed_settings: the other keyword arguments of ``draw``.
+
+    Returns:
+        The Figure, one sub-figure per value.
+    """
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise TypeError(f"values must be a list of settings of {param_name!r}, got {type(values).__name__}")
+    if not 1 <= len(values) <= 6:
+        raise ValueError(f"expected 1 to 6 values of {param_name!r} (2 or 3 read best), got {len(values)}")
+    if titles is not None and len(titles) != len(values):
+        raise ValueError(f"expected one title per value, got {len(titles)} titles for {len(values)} values")
+    if param_name in fixed_settings:
+        raise ValueError(f"{param_name!r} is the setting that changes between panels: do not also fix it")
+    _check_names(draw, [param_name, *fixed_settings])
+    width, height = _size(draw, figsize)
+    n = len(values)
+    if stacked:
+        figure = Figure(figsize=(width, (height + 0.4) * n), layout="constrained")
+        panels = figure.subfigures(n, 1, squeeze=False)[:, 0]
+    else:
+        figure = Figure(figsize=(width * n, height + 0.4), layout="constrained")
+        panels = figure.subfigures(1, n, squeeze=False)[0]
+    for k, (panel, value) in enumerate(zip(panels, values)):
+        draw(panel, **fixed_settings, **{param_name: value})
+        panel.suptitle(titles[k] if titles is not None else f"{param_name} = {value}", fontweight="bold")
+    return figure
+
+
+def _ipywidgets() -> Any:
+    try:
+        import ipywidgets
+    except ImportError as error:
+        raise ImportError(
+            "live controls need ipywidgets, which is not installed: install the notebooks extra "
+            "(pip install -e '.[notebooks]') or ipywidgets itself (pip install 'ipywidgets>=8')"
+        ) from error
+    return ipywidgets
+
+
+def _start(options: Sequence[Any], default: Any) -> Any:
+    return default if any(default is o or default == o for o in options) else options[0]
+
+
+def _control(widgets: Any, name: str, spec: Any, default: Any, continuous: bool) -> Any | None:
+    """The widget that ``spec`` asks for, or None when ``spec`` is a fixed value."""
+    style = {"description_width": "initial"}
+    if isinstance(spec, widgets.ValueWidget):
+        if not spec.description:
+            spec.description = name
+        return spec
+    if isinstance(spec, bool):
+        return widgets.Checkbox(value=spec, description=name, indent=False)
+    if isinstance(spec, str):
+        return widgets.Text(value=spec, description=name, continuous_update=False, style=style,
+                            layout=widgets.Layout(width="28em"))
+    if isinstance(spec, tuple):
+        if len(spec) not in (2, 3) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in spec):
+            raise ValueError(f"control {name!r}: a tuple makes a slider and must be (min, max) or (min, max, step) "
+                             f"numbers, got {spec!r}")
+        low, high = spec[0], spec[1]
+        if not low < high:
+            raise ValueError(f"control {name!r}: slider (min, max) needs min < max, got {spec!r}")
+        is_int = all(isinstance(v, int) for v in spec)
+        step = spec[2] if len(spec) == 3 else (1 if is_int else (high - low) / 100)
+        ok = isinstance(default, (int, float)) and not isinstance(default, bool) and low <= default <= high
+        value = default if ok else low
+        kind = widgets.IntSlider if is_int and isinstance(value, int) else widgets.FloatSlider
+        return kind(value=value, min=low, max=high, step=step, description=name, continuous_update=continuous,
+                    style=style)
+    if isinstance(spec, (set, frozenset)):
+        if not spec:
+            raise ValueError(f"control {name!r}: a set makes a multiple selection and needs at least one option")
+        options = sorted(spec, key=lambda o: (str(type(o)), o))
+        chosen = tuple(default) if isinstance(default, (list, tuple)) and set(default) <= spec else ()
+        return widgets.SelectMultiple(options=[(str(o), o) for o in options], value=chosen, description=name,
+                                      rows=min(len(options), 8), style=style)
+    if isinstance(spec, (list, range)):
+        options = list(spec)
+        if not options:
+            raise ValueError(f"control {name!r}: a list makes a drop-down and needs at least one option")
+        pairs = [o if isinstance(o, tuple) and len(o) == 2 and isinstance(o[0], str) else (str(o), o) for o in options]
+        values = [v for _, v in pairs]
+        start = _start(values, default)
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        if numeric and len(values) > 1:
+            return widgets.SelectionSlider(options=pairs, value=start, description=name,
+                                           continuous_update=continuous, style=style)
+        return widgets.Dropdown(options=pairs, value=start, description=name, style=style)
+    return None
+
+
+def live(draw: DrawFunction, *, continuous_update: bool = False, figsize: tuple[float, float] | None = None,
+         **controls: Any) -> Any:
+    """ipywidgets controls for the settings of ``draw``, and the view redrawn whenever one moves.
+
+    Each keyword names a setting of ``draw``; its value says which control to build:
+
+    * ``(min, max)`` or ``(min, max, step)``: a slider (integer if all three are ints);
+    * a list (of values, or of ``(label, value)`` pairs): a slider over the values when they are
+      all numbers, else a drop-down;
+    * a set: a list to pick several values from (ctrl- or shift-click), passed as a tuple;
+    * a bool: a check box starting there; a str: a text box starting with it;
+    * an ipywidgets widget: used as it is;
+    * anything else (a model, a number, None), or a value wrapped in :func:`fixed`: passed to
+      ``draw`` unchanged, with no control.
+
+    A control starts at ``draw``'s default for that setting when the default is one of its values.
+
+    Args:
+        draw: a ``draw_...(fig, **settings)`` function of the playground.
+        continuous_update: redraw while a slider is dragged (only for views that compute
+            instantly); by default the view is redrawn when the slider is released.
+        figsize: size of the figure; default the size the draw function asks for.
+        controls: the settings, as above.
+
+    Returns:
+        An ``ipywidgets.VBox``: the controls in a row, then the output area. Display it (make it
+        a cell's last value).
+
+    Raises:
+        ImportError: ipywidgets is not installed (it comes with the ``notebooks`` extra).
+        ValueError: a setting that ``draw`` does not have, no control at all, or a malformed one.
+
+    Example: ``live(draw_masked_attention, padded={0, 1, 2, 3, 4, 5}, causal=False)`` lists the six
+    positions to mark as padding and adds a check box for the causal mask.
+    """
+    widgets = _ipywidgets()
+    named = _check_names(draw, list(controls))
+    size = _size(draw, figsize)
+    made: dict[str, Any] = {}
+    fixed_settings: dict[str, Any] = {}
+    for name, spec in controls.items():
+        if isinstance(spec, (Fixed, widgets.fixed)):
+            fixed_settings[name] = spec.value
+            continue
+        default = named[name].default if name in named else inspect.Parameter.empty
+        control = _control(widgets, name, spec, default, continuous_update)
+        if control is None:
+            fixed_settings[name] = spec
+        else:
+            made[name] = control
+    if not made:
+        raise ValueError("live needs at least one control (a tuple, list, bool, str or widget); "
+                         f"got only fixed settings {sorted(fixed_settings)}")
+
+    def redraw(**values: Any) -> None:
+        from IPython.display import Image, display
+
+        figure = Figure(figsize=size, layout="constrained")
+        draw(figure, **fixed_settings, **values)
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=100)
+        display(Image(data=buffer.getvalue(), format="png"))
+
+    output = widgets.interactive_output(redraw, made)
+    row = widgets.HBox(list(made.values()), layout=widgets.Layout(flex_flow="row wrap"))
+    return widgets.VBox([row, output])
+
+
+def _is_figure(fig: object) -> bool:
+    return isinstance(fig, (Figure, SubFigure))
+
+
+def check_figure(fig: object, draw_name: str) -> None:
+    """A clear error when a draw function is given something other than a Figure or SubFigure."""
+    if not _is_figure(fig):
+        raise ValueError(f"{draw_name} draws into a matplotlib Figure or SubFigure, got {type(fig).__name__}: "
+                         f"call it as {draw_name}(Figure(), ...) or use plot_view({draw_name}, ...)")

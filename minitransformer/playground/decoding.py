@@ -1,0 +1,238 @@
+"""Lesson 08: what beam search keeps, and how the length penalty ranks it.
+
+:func:`~minitransformer.decoding.beam_search` returns only its winner. To show the choice,
+:func:`beam_hypotheses` runs the same search on one sentence (the same steps, the same
+helpers for the logits, the same ranking and stopping rules) and keeps every hypothesis that
+finished, with its log-probability log P(Y), its length L (tokens after the start token) and its
+score log P(Y) / lp(L), lp(L) = ((5 + L) / 6)^alpha. Its winner is ``beam_search``'s output (the
+tests check it), and with ``beam_size=1`` it is greedy decoding.
+
+Raising ``alpha`` divides long hypotheses' (more negative) log-probabilities by more, so it
+favours longer outputs; ``alpha = 0`` ranks by log P(Y) alone, which favours short ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from matplotlib.figure import Figure, SubFigure
+from torch import Tensor
+
+from ..decoding import (  # the search's own steps
+    _check_alpha,
+    _check_int,
+    _check_max_len,
+    _encode,
+    _next_logits,
+    _prepare,
+    length_penalty,
+)
+from ..model import Transformer
+from ._checks import check_int
+from .controls import check_figure, figure_size
+
+__all__ = ["BeamHypotheses", "Hypothesis", "SentenceTokenizer", "beam_hypotheses", "draw_beam_search",
+           "sentence_beams"]
+
+
+class SentenceTokenizer(Protocol):
+    """What :func:`sentence_beams` needs of a tokenizer (the package's ``SharedTokenizer`` has it)."""
+
+    pad_id: int
+    bos_id: int
+    eos_id: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One finished hypothesis of beam search.
+
+    Attributes:
+        ids: its token ids, beginning with the start token (and ending with the end token
+            unless it was cut at the length limit).
+        log_prob: log P(Y given the source), the sum of its tokens' log-probabilities.
+        length: L, the number of tokens after the start token (the end token included).
+        score: log_prob / lp(length), what beam search ranks by.
+        ended: True if it ends with the end token, False if the length limit cut it.
+        text: its detokenized text, when a tokenizer was given (else None).
+    """
+
+    ids: list[int]
+    log_prob: float
+    length: int
+    score: float
+    ended: bool
+    text: str | None = None
+
+
+@dataclass(frozen=True)
+class BeamHypotheses:
+    """What :func:`beam_hypotheses` found.
+
+    Attributes:
+        hypotheses: every finished hypothesis, best score first (ties: the one found first).
+        best: the winner, ``hypotheses[0]``: what :func:`~minitransformer.decoding.beam_search` returns.
+        beam_size, alpha: the settings (``beam_size`` cut to the vocabulary size).
+        steps: decoding steps taken.
+    """
+
+    hypotheses: list[Hypothesis]
+    best: Hypothesis
+    beam_size: int
+    alpha: float
+    steps: int
+
+
+@torch.no_grad()
+def beam_hypotheses(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None, beam_size: int = 4,
+                    alpha: float = 0.6, max_extra_len: int = 50, max_len: int | None = None,
+                    banned_ids: Sequence[int] | None = None) -> BeamHypotheses:
+    """Beam search on one sentence, keeping every finished hypothesis and its score.
+
+    The arguments mean what they mean for :func:`~minitransformer.decoding.beam_search`.
+
+    Args:
+        model: a :class:`Transformer`, in eval mode.
+        src: the source ids of one sentence, (S,) or (1, S).
+        bos_id, eos_id: start and end tokens (``eos_id`` None: every hypothesis runs to the limit).
+        beam_size: hypotheses kept (paper: 4); cut to the vocabulary size.
+        alpha: length penalty exponent, >= 0 (paper: 0.6).
+        max_extra_len: output tokens allowed beyond the source length (paper: 50).
+        max_len: a fixed output length limit instead.
+        banned_ids: token ids never generated (default: the pad id and ``bos_id``).
+
+    Returns:
+        A :class:`BeamHypotheses`.
+    """
+    if isinstance(src, Tensor) and src.dim() == 1:
+        src = src[None]  # (1, S)
+    if isinstance(src, Tensor) and src.dim() == 2 and src.size(0) != 1:
+        raise ValueError(f"beam_hypotheses follows one sentence: expected src of shape (S,) or (1, S), "
+                         f"got {tuple(src.shape)}")
+    banned = _prepare(model, src, bos_id, eos_id, banned_ids)
+    _check_int(beam_size, "beam_size", 1)
+    _check_int(max_extra_len, "max_extra_len", 0)
+    alpha = _check_alpha(alpha)
+    if max_len is not None:
+        _check_max_len(model, max_len)
+    config = model.config
+    k = min(beam_size, config.tgt_vocab_size)
+    limit = max_len if max_len is not None else int((src != config.pad_id).sum()) + max_extra_len
+    limit = max(1, min(limit, config.max_len))
+    memory, src_mask = _encode(model, src, None)  # (1, S, D), (1, 1, 1, S)
+    memory = memory.repeat_interleave(k, dim=0)  # (K, S, D)
+    src_mask = src_mask.repeat_interleave(k, dim=0)  # (K, 1, 1, S)
+    cache = model.new_cache()
+    ys = torch.full((k, 1), bos_id, dtype=torch.long, device=src.device)  # (K, 1)
+    scores = torch.full((k,), float("-inf"), device=src.device)  # (K,): only the first beam is live at the start
+    scores[0] = 0.0
+    finished: list[Hypothesis] = []
+    step = 0
+    for step in range(limit):
+        log_probs = torch.log_softmax(_next_logits(model, ys, memory, src_mask, cache, banned), dim=-1)  # (K, V)
+        vocab = log_probs.size(-1)
+        candidates = (scores[:, None] + log_probs).view(-1)  # (K*V,)
+        top_scores, top_index = candidates.topk(min(2 * k, k * vocab))  # (2K,)
+        beam_of, token_of = top_index // vocab, top_index % vocab  # (2K,), (2K,)
+        is_end = token_of == (eos_id if eos_id is not None else -1)  # (2K,)
+        rank = torch.arange(top_index.numel(), device=src.device)  # (2K,)
+        at_limit = step + 1 >= limit
+        # As in beam_search: end tokens among the best K finish; at the limit every live one among them does.
+        finishing = (is_end | at_limit) & (rank < k) & torch.isfinite(top_scores)  # (2K,)
+        penalty = float(length_penalty(step + 1, alpha))
+        for j in finishing.nonzero().flatten().tolist():
+            ids = ys[beam_of[j]].tolist() + [int(token_of[j])]
+            log_prob = float(top_scores[j])
+            finished.append(Hypothesis(ids, log_prob, step + 1, log_prob / penalty, bool(is_end[j])))
+        if len(finished) >= k or at_limit:
+            break
+        order = torch.argsort(is_end.float() * top_index.numel() + rank)[:k]  # (K,): the best K that go on
+        scores = top_scores[order]  # (K,)
+        parent = beam_of[order]  # (K,)
+        ys = torch.cat([ys[parent], token_of[order][:, None]], dim=1)  # (K, step + 2)
+        cache.reorder(parent)
+    # sorted() is stable, so among equal scores the hypothesis found first stays first, as in beam_search.
+    ranked = sorted(finished, key=lambda h: -h.score)
+    return BeamHypotheses(ranked, ranked[0], k, alpha, step + 1)
+
+
+def sentence_beams(model: Transformer, tokenizer: SentenceTokenizer, sentence: str, beam_size: int = 4,
+                   alpha: float = 0.6, max_extra_len: int = 50) -> BeamHypotheses:
+    """:func:`beam_hypotheses` for a sentence, as :func:`~minitransformer.evaluation.translate_sentences` encodes it.
+
+    Args:
+        model: a trained :class:`Transformer` (it is put in eval mode).
+        tokenizer: the tokenizer it was trained with (``encode`` adds the end token, as the
+            package's ``SharedTokenizer`` does).
+        sentence: the source sentence.
+        beam_size, alpha, max_extra_len: as in :func:`beam_hypotheses`.
+
+    Returns:
+        A :class:`BeamHypotheses` whose hypotheses carry their ``text``.
+    """
+    if not isinstance(sentence, str) or not sentence.strip():
+        raise ValueError(f"sentence must be a non-empty string to translate, got {sentence!r}")
+    ids = list(tokenizer.encode(sentence))
+    if len(ids) > model.config.max_len:
+        raise ValueError(f"the sentence has {len(ids)} tokens but the model reads at most "
+                         f"max_len={model.config.max_len}; shorten it")
+    model.eval()
+    device = next(model.parameters()).device
+    src = torch.tensor(ids, dtype=torch.long, device=device)  # (S,)
+    found = beam_hypotheses(model, src, tokenizer.bos_id, tokenizer.eos_id, beam_size, alpha, max_extra_len)
+    texts = [Hypothesis(h.ids, h.log_prob, h.length, h.score, h.ended, tokenizer.decode(h.ids[1:]))
+             for h in found.hypotheses]
+    return BeamHypotheses(texts, texts[0], found.beam_size, found.alpha, found.steps)
+
+
+@figure_size(12.0, 3.8)
+def draw_beam_search(fig: Figure | SubFigure, model: Transformer, tokenizer: SentenceTokenizer, sentence: str,
+                     beam_size: int = 4, alpha: float = 0.6, shown: int = 8, **options: Any) -> BeamHypotheses:
+    """The finished hypotheses ranked by score, and their log P against length: 2 axes.
+
+    The winner is red. On the right, each dashed curve holds the log P that a hypothesis of
+    that length needs to tie the winner's score: points above it would win.
+
+    Args:
+        fig: where to draw.
+        model, tokenizer, sentence, beam_size, alpha: as in :func:`sentence_beams`.
+        shown: most hypotheses listed on the left.
+        options: more arguments of :func:`sentence_beams` (``max_extra_len``).
+
+    Returns:
+        What was drawn, a :class:`BeamHypotheses`.
+    """
+    check_figure(fig, "draw_beam_search")
+    found = sentence_beams(model, tokenizer, sentence, beam_size, alpha, **options)
+    listed = found.hypotheses[: check_int(shown, "shown", 1)]
+    bar_ax, scatter_ax = fig.subplots(1, 2, width_ratios=(1.8, 1))
+    colors = ["C3" if h is found.best else "C0" for h in listed]
+    bar_ax.barh(range(len(listed)), [h.score for h in listed], color=colors)
+    labels = [f"{_shorten(h.text if h.text is not None else ' '.join(map(str, h.ids[1:])))}"
+              f"{'' if h.ended else ' [cut]'}  (log P {h.log_prob:.2f}, |Y| {h.length})" for h in listed]
+    bar_ax.set_yticks(range(len(listed)), labels, fontsize=8)
+    bar_ax.invert_yaxis()
+    bar_ax.set_xlabel(r"score = log P(Y) / lp(Y)")
+    bar_ax.set_title(f"beam {found.beam_size}, alpha {found.alpha:g}: {len(found.hypotheses)} finished", fontsize=10)
+    found_lengths = [h.length for h in found.hypotheses]
+    lengths = torch.arange(max(1, min(found_lengths) - 4), max(found_lengths) + 3)  # around the hypotheses
+    scatter_ax.plot(lengths.numpy(), (found.best.score * length_penalty(lengths, found.alpha)).numpy(), "--",
+                    color="gray", lw=1, label="ties the winner")
+    scatter_ax.scatter([h.length for h in found.hypotheses], [h.log_prob for h in found.hypotheses],
+                       c=["C3" if h is found.best else "C0" for h in found.hypotheses], s=18, zorder=3)
+    scatter_ax.set_xlabel("length |Y| (tokens, end token included)")
+    scatter_ax.set_ylabel("log P(Y)")
+    scatter_ax.legend(fontsize=8, loc="lower left")
+    scatter_ax.grid(alpha=0.3)
+    return found
+
+
+def _shorten(text: str, width: int = 64) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
