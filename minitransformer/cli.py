@@ -1,6 +1,6 @@
 """The command line: ``python -m minitransformer train | translate | attention | average | grade``.
 
-    python -m minitransformer train                         # small model on dates (README: "How long training takes")
+    python -m minitransformer train                         # small model on dates (docs/training.md: its time)
     python -m minitransformer train --dataset multi30k      # the paper's base model (for a GPU)
     torchrun --nproc_per_node=4 -m minitransformer train --dataset multi30k
     python -m minitransformer translate --checkpoint runs/dates "Friday, March 3, 2023"
@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from . import _startup
 from .training.options import CPU_RECIPES, DATASETS, PRECISIONS, PRESETS, RECIPES
 
 _UNSET = object()
@@ -172,10 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
                                      "'Attention Is All You Need'.")
     commands = parser.add_subparsers(dest="command", required=True,
                                      metavar="{train,translate,attention,average,grade}")
-    train = commands.add_parser("train", help="train a model (default: a small one on dates; the README's "
-                                "'How long training takes' gives its measured time)",
+    train = commands.add_parser("train", help="train a model (default: a small one on dates; docs/training.md, "
+                                "'How long training takes', gives its measured time)",
                                 description="Train a Transformer. With no options: a small model on English -> "
-                                "German dates, on this machine (its measured time is in the README, 'How long "
+                                "German dates, on this machine (its measured time is in docs/training.md, 'How long "
                                 "training takes'). Under torchrun: one process per GPU (or CPU process with gloo), "
                                 "DistributedDataParallel.")
     add_train_arguments(train)
@@ -575,6 +576,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return grade(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
+    _startup.done()  # from here on, Ctrl-C is the command's to handle (a training run saves a checkpoint)
     try:
         if args.command == "train":
             return _run_train(args, argv[1:])

@@ -43,6 +43,8 @@ from minitransformer.grading.generate import exercise_from_solution, make_exerci
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = sorted(p.stem for p in (ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
+# Exercise 03 (most of the grading tests below): tasks 1-4 earn 3, 1, 1 and 2 points.
+FULL_03 = sum(task["points"] for task in G.load_references()["03_self_attention"]["tasks"])
 MINE = ["02_positional_encoding", "03_self_attention", "04_multi_head_attention", "05_add_norm_and_feed_forward",
         "06_decoder_and_masking", "07_training"]
 
@@ -651,7 +653,7 @@ def test_rebinding_minitransformer_or_patching_the_checks_changes_nothing(graded
     # The name `minitransformer` in the submission is not what the grader's checks use: the solution keeps its
     # points; the checks' internals are not in the sandbox, so a blank notebook that "patches" them still scores 0.
     rebinds = graded["reports"][("cheat-rebinds", "03_self_attention")]
-    assert rebinds["score"] == rebinds["max_score"] == 5
+    assert rebinds["score"] == rebinds["max_score"] == FULL_03 == 7
     patches = graded["reports"][("cheat-patches", "03_self_attention")]
     assert patches["score"] == 0
     assert "ModuleNotFoundError: No module named 'minitransformer.grading._common'" in patches["output"]
@@ -663,12 +665,12 @@ def test_the_reference_imported_by_strings_costs_its_task_only(graded):
     assert tasks["task-1"]["score"] == 0
     assert tasks["task-1"]["message"].startswith("AssertionError: Task 1: your code calls minitransformer's "
                                                  "scaled_dot_product_attention")
-    assert tasks["task-2"]["score"] == 1 and tasks["task-3"]["score"] == 1
+    assert tasks["task-2"]["score"] == 1 and tasks["task-3"]["score"] == 1 and tasks["task-4"]["score"] == 2
 
 
 def test_a_submission_cannot_delete_files_beside_it(graded):
     assert (graded["root"] / "victim.txt").read_text() == "another student's work"
-    assert graded["reports"][("hostile-deletes", "03_self_attention")]["score"] == 5
+    assert graded["reports"][("hostile-deletes", "03_self_attention")]["score"] == FULL_03
 
 
 def test_a_submission_cannot_rewrite_the_reference(graded):
@@ -681,7 +683,7 @@ def test_a_submission_cannot_rewrite_the_reference(graded):
 
 def test_a_submission_that_kills_its_parent_is_still_graded(graded):
     report = graded["reports"][("hostile-kills-parent", "03_self_attention")]
-    assert report["score"] == 5, report
+    assert report["score"] == FULL_03, report
 
 
 def test_a_loop_that_ignores_sigint_is_killed_and_the_rest_is_kept(graded):
@@ -709,21 +711,21 @@ def test_edited_and_deleted_check_cells_are_replaced_by_the_originals(graded):
 
 def test_an_unreadable_notebook_scores_0_of_its_maximum_and_fails_the_run(graded):
     report = graded["reports"][("unreadable", "03_self_attention")]
-    assert report["error"].startswith("cannot read the notebook") and (report["score"], report["max_score"]) == (0, 5)
+    assert report["error"].startswith("cannot read the notebook") and (report["score"], report["max_score"]) == (0, FULL_03)
     assert graded["run"].returncode == 1
 
 
 def test_a_notebook_without_metadata_is_matched_by_content(graded):
     report = graded["reports"][("mystery", "03_self_attention")]
-    assert report["score"] == 5 and any("by the names it defines" in n for n in report["notes"])
+    assert report["score"] == FULL_03 and any("by the names it defines" in n for n in report["notes"])
 
 
 def test_the_csv_has_one_row_per_submission_and_the_reasons_beside_it(graded):
     rows = list(csv.DictReader(io.StringIO(graded["csv"])))
     assert len(rows) == len(graded["reports"])
     row = next(r for r in rows if r["student"] == "cheat-strings")
-    assert (row["exercise"], row["task-1"], row["task-2"], row["task-3"], row["total"], row["max"]) == \
-        ("03_self_attention", "0", "1", "1", "2", "5")
+    assert (row["exercise"], row["task-1"], row["task-2"], row["task-3"], row["task-4"], row["total"], row["max"]) == \
+        ("03_self_attention", "0", "1", "1", "2", "4", "7")
     for r in rows:  # the total is the sum of the task columns
         tasks = [float(v) for k, v in r.items() if k.startswith("task-") and v != ""]
         assert math.isclose(sum(tasks), float(r["total"]))
@@ -828,7 +830,7 @@ def test_the_grades_so_far_are_written_when_the_grader_dies(tmp_path):
         grader.terminate()
         grader.wait(timeout=60)
     reports = json.loads((tmp_path / "g.json").read_text(encoding="utf-8"))
-    assert [(r["student"], r["score"]) for r in reports] == [("a_first", 5)]
+    assert [(r["student"], r["score"]) for r in reports] == [("a_first", FULL_03)]
     assert (tmp_path / "g.csv").read_text(encoding="utf-8").count("\n") == 2  # header and one row
 
 

@@ -1,4 +1,5 @@
-"""Exercise 01's BPE task: the check passes a right answer, names each usual mistake, and grades the notebooks."""
+"""Exercise 01's BPE task: the check passes a right answer whatever its tie rule, names each usual mistake, and grades
+the notebooks."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from minitransformer.data import learn_bpe
 from minitransformer.grading import check_bpe_merges, grade_notebook
-from minitransformer.grading.bpe_checks import _MISTAKES, _bpe_variant, _cases
+from minitransformer.grading.bpe_checks import _MISTAKES, _bpe_variant, _cases, _replay
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,17 +55,50 @@ def test_a_right_answer_passes(capsys: pytest.CaptureFixture[str]) -> None:
 def test_the_right_variant_is_the_package_s_reference() -> None:
     for _, counts, n in _cases():
         assert _bpe_variant(counts, n) == learn_bpe(counts, n) == my_bpe(counts, n)
+        assert _replay(counts, n, learn_bpe(counts, n)) is None
 
 
+@pytest.mark.parametrize("ties", ["first", "string"])
+def test_any_tie_rule_passes(ties: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # Counter.most_common (the pair seen first) and the smallest strings are BPE too, only not tokenizers' order.
+    differs = [case for case, counts, n in _cases() if _bpe_variant(counts, n, ties=ties) != learn_bpe(counts, n)]
+    assert differs, "the corpora should hold ties that the rules break differently"
+    check_bpe_merges(lambda counts, n: _bpe_variant(counts, n, ties=ties), task=5)
+    assert "✓ Task 5 passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("ties", ["ids", "first"])
 @pytest.mark.parametrize("hint, wrong", _MISTAKES, ids=[str(w) for _, w in _MISTAKES])
-def test_each_usual_mistake_is_named(hint: str, wrong: dict) -> None:
+def test_each_usual_mistake_is_named(hint: str, wrong: dict, ties: str) -> None:
     with pytest.raises(AssertionError) as error:
-        check_bpe_merges(lambda counts, n: _bpe_variant(counts, n, **wrong))
+        check_bpe_merges(lambda counts, n: _bpe_variant(counts, n, ties=ties, **wrong))
     assert hint in str(error.value)
 
 
+def test_a_merge_that_is_not_the_most_frequent_is_named_with_its_counts() -> None:
+    weighted = {"▁cd": 5, "▁ab": 1, "▁abx": 1, "▁aby": 1}  # (▁, c) and (c, d) 5 times, (a, b) 3 times
+
+    def second_best(counts: dict[str, int], n: int) -> list[tuple[str, str]]:
+        return [("a", "b")] if counts == weighted else my_bpe(counts, n)
+
+    with pytest.raises(AssertionError) as error:
+        check_bpe_merges(second_best)
+    message = str(error.value)
+    assert "merge 1, ('a', 'b'), occurs 3 times at that step, but the most frequent pairs occur 5 times: " \
+           "('c', 'd'), ('▁', 'c')" in message, message
+    with pytest.raises(AssertionError, match=r"merge 1, \('z', 'z'\), does not occur at that step"):
+        check_bpe_merges(lambda counts, n: [("z", "z")] + my_bpe(counts, n)[1:])
+
+
+def test_stopping_early_or_late_is_named() -> None:
+    with pytest.raises(AssertionError, match=r"stops after 0 merges, but BPE goes on: \('c', 'd'\) still occurs 5 "):
+        check_bpe_merges(lambda counts, n: [] if "▁cd" in counts else my_bpe(counts, n))
+    with pytest.raises(AssertionError, match=r"BPE stops after 3 merges \(num_merges is 3\), but yours goes on"):
+        check_bpe_merges(lambda counts, n: my_bpe(counts, n + 1))
+
+
 def test_other_wrong_answers_are_explained() -> None:
-    with pytest.raises(AssertionError, match="merge 2 should be"):
+    with pytest.raises(AssertionError, match=r"merge 1 is right; merge 2, \('x', 'y'\), does not occur"):
         check_bpe_merges(lambda counts, n: my_bpe(counts, n)[:1] + [("x", "y")] * (len(my_bpe(counts, n)) - 1))
     with pytest.raises(AssertionError, match="not the merged token"):
         check_bpe_merges(lambda counts, n: ["".join(m) for m in my_bpe(counts, n)])

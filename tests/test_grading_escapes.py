@@ -20,7 +20,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from test_grading_hostile import ROOT, SECRET, _add, _read
+from test_grading_hostile import FULL, ROOT, SECRET, _add, _read
 
 import minitransformer.grading.classroom as classroom
 
@@ -283,7 +283,7 @@ def test_every_submission_has_a_row_and_the_exit_status_says_some_failed(escapes
     run = escapes["run"]
     assert "Traceback" not in run.stderr, run.stderr[-3000:]
     assert run.returncode == 1, run.stdout[-2000:]  # refused links, duplicates
-    assert _row(escapes, "honest")["score"] == 5
+    assert _row(escapes, "honest")["score"] == FULL
     last = run.stdout.strip().splitlines()
     assert any(line.startswith("graded ") and "limits: memory 1536 MiB" in line for line in last), last[-3:]
 
@@ -320,9 +320,9 @@ def test_5_6_a_silent_dying_or_odd_submission_costs_only_its_own_row(escapes):
     dying = _row(escapes, "dying")
     assert _tasks(dying)["task-1"]["score"] == 3 and dying["score"] == 3
     odd = _row(escapes, "odd-metadata")
-    assert odd["score"] == 5 and not odd["error"], odd
+    assert odd["score"] == FULL and not odd["error"], odd
     filler = _row(escapes, "filler")
-    assert filler["score"] == 5
+    assert filler["score"] == FULL
     for where in ("/submission/fill", "/tmp/fill", "/dev/shm/fill", "/dev/fill"):
         line = next(ln for ln in filler["output"].splitlines() if ln.startswith(f"FULL {where} "))
         assert int(line.split()[2]) <= 256, line
@@ -330,7 +330,7 @@ def test_5_6_a_silent_dying_or_odd_submission_costs_only_its_own_row(escapes):
 
 def test_7_a_slow_but_correct_function_keeps_the_tasks_it_finished(escapes):
     tasks = _tasks(_row(escapes, "slow"))
-    assert tasks["task-1"]["score"] == 3 and tasks["task-3"]["score"] == 1
+    assert tasks["task-1"]["score"] == 3 and tasks["task-3"]["score"] == 1 and tasks["task-4"]["score"] == 2
     assert tasks["task-2"]["score"] == 0 and "timed out" in tasks["task-2"]["message"]
 
 

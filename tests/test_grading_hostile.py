@@ -21,8 +21,11 @@ from typing import Any
 import nbformat
 import pytest
 
+from minitransformer.grading import load_references
+
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISE = "03_self_attention"
+FULL = sum(task["points"] for task in load_references()[EXERCISE]["tasks"])  # 7: tasks 1-4 earn 3, 1, 1 and 2
 SECRET = "s3cr3t-" + "9f2c41d7"  # in the grader's environment only
 DAEMON_TAG = "987.6543"  # `sleep 987.6543`: a daemon the submission leaves behind, if it could
 KILLED_TAG = "876.5432"
@@ -67,7 +70,7 @@ def _processes_with(tag: str) -> list[str]:
 
 
 def _wrong_attention(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """The solution with the sqrt(d_k) scaling left out: task 1 is wrong, tasks 2 and 3 right (2 of 5 points)."""
+    """The solution with the sqrt(d_k) scaling left out: task 1 is wrong, tasks 2 to 4 right (FULL - 3 points)."""
     cell = next(c for c in nb.cells if "def my_attention" in c.source)
     assert " / math.sqrt(d_k)" in cell.source
     cell.source = cell.source.replace(" / math.sqrt(d_k)", "")
@@ -80,7 +83,7 @@ def _class(root: Path) -> dict[str, Any]:
     solution_path = _put(root, "aaa-solution", _read("solutions"))
     escaped = root / "escaped.txt"
 
-    # "intruder" (a solution, so 5/5 if nothing else happens): 1. delete a file outside its folder and another
+    # "intruder" (a solution, so full marks if nothing else happens): 1. delete a file outside its folder and another
     # student's notebook, write outside; 6. read the grader's environment; 8. kill every process it sees;
     # 7. leave a double-forked daemon; 9. flood the output. The cells are added in reverse order.
     intruder = _read("solutions")
@@ -137,7 +140,7 @@ except OSError as err:
     print('could not write outside:', type(err).__name__)
 """))
 
-    # "attacker" (a blank exercise, so 0/5 if nothing else happens): 2. read the reference, the answer key and the
+    # "attacker" (a blank exercise, so 0 if nothing else happens): 2. read the reference, the answer key and the
     # solutions and run them if found; 5. rewrite the package; 4. swap the checks through gc, forge the runner's
     # events and leave. The cells are added in reverse order.
     attacker = _read("exercises")
@@ -253,7 +256,7 @@ def test_every_submission_is_graded(hostile):
     assert set(hostile["reports"]) == {"aaa-solution", "intruder", "attacker", "patcher", "uses-reference", "looper",
                                        "zzz-solution-after"}, hostile["run"].stderr[-2000:]
     assert hostile["run"].returncode == 0, hostile["run"].stderr[-2000:]
-    assert _score(hostile, "aaa-solution") == (5, 5)
+    assert _score(hostile, "aaa-solution") == (FULL, FULL)
 
 
 def test_nothing_outside_the_submissions_folder_is_deleted_or_written(hostile):
@@ -261,7 +264,7 @@ def test_nothing_outside_the_submissions_folder_is_deleted_or_written(hostile):
     assert hostile["solution"].exists() and not hostile["escaped"].exists()
     report = hostile["reports"]["intruder"]
     assert "DELETED" not in report["output"] and "ESCAPED" not in report["output"]
-    assert "could not delete" in report["output"] and report["score"] == 5  # its own code still earns its points
+    assert "could not delete" in report["output"] and report["score"] == FULL  # its own code still earns its points
 
 
 def test_the_reference_answer_key_and_solutions_are_out_of_reach(hostile):
@@ -271,7 +274,7 @@ def test_the_reference_answer_key_and_solutions_are_out_of_reach(hostile):
 
 
 def test_patching_the_kernel_changes_only_the_learners_own_outputs(hostile):
-    assert _score(hostile, "patcher") == (2, 5), hostile["reports"]["patcher"]["tasks"]
+    assert _score(hostile, "patcher") == (FULL - 3, FULL), hostile["reports"]["patcher"]["tasks"]
     tasks = {t["grade_id"]: t for t in hostile["reports"]["patcher"]["tasks"]}
     assert tasks["task-1"]["score"] == 0 and "divided by sqrt(d_k)" in tasks["task-1"]["message"]
 
@@ -283,13 +286,13 @@ def test_the_packages_own_piece_is_refused_however_it_is_reached(hostile):
 
 
 def test_forged_checks_and_events_score_nothing(hostile):
-    assert _score(hostile, "attacker") == (0, 5)
+    assert _score(hostile, "attacker") == (0, FULL)
 
 
 def test_the_package_cannot_be_rewritten(hostile):
     assert hostile["before"] == hostile["after"]
     assert "REWROTE" not in hostile["reports"]["attacker"]["output"]
-    assert _score(hostile, "zzz-solution-after") == (5, 5)
+    assert _score(hostile, "zzz-solution-after") == (FULL, FULL)
 
 
 def test_the_graders_environment_and_processes_are_invisible(hostile):
@@ -303,19 +306,19 @@ def test_the_graders_environment_and_processes_are_invisible(hostile):
 
 def test_no_daemon_outlives_the_grader(hostile):
     assert hostile["daemons"] == []
-    assert _score(hostile, "intruder") == (5, 5)
+    assert _score(hostile, "intruder") == (FULL, FULL)
 
 
 def test_killing_its_parents_and_every_process_it_sees_changes_nothing(hostile):
     # Its parent is the PID namespace's init, immune to signals from inside; the grader is out of sight.
-    assert _score(hostile, "intruder") == (5, 5)
-    assert _score(hostile, "zzz-solution-after") == (5, 5)
+    assert _score(hostile, "intruder") == (FULL, FULL)
+    assert _score(hostile, "zzz-solution-after") == (FULL, FULL)
 
 
 def test_a_flood_of_output_is_cut_and_the_grade_kept(hostile):
     report = hostile["reports"]["intruder"]
     assert len(report["output"]) < 40_000 and "bytes of output cut" in report["output"]
-    assert "AFTER-FLOOD" in report["output"] and report["score"] == 5
+    assert "AFTER-FLOOD" in report["output"] and report["score"] == FULL
     assert any("output was cut" in n for n in report["notes"])
 
 
@@ -347,4 +350,4 @@ def test_a_grader_killed_half_way_keeps_the_grades_and_leaves_nothing_running(tm
         time.sleep(0.1)
     assert _processes_with(KILLED_TAG) == []
     graded = {r["student"]: r["score"] for r in json.loads((out / "grades.json").read_text())}
-    assert graded == {"a-first": 5}
+    assert graded == {"a-first": FULL}

@@ -9,7 +9,12 @@
   them and names another lesson, without naming the one that teaches it, is a stale reference.
 * Every relative link in that markdown resolves to a file, from the notebook's own folder: what
   JupyterLab opens when it is started at the repository's root, as the README says.
-* No lesson imports a name it never uses (ruff's F401 on the notebooks).
+* No lesson and no solution imports a name it never uses (ruff's F401 on the notebooks). The exercises
+  are left out: their stubs drop the code that uses the imports the learner is given.
+* The exercises' numbers: the points that the headings ("## Task 2: ... (1 point)"), the opening task
+  table of a solution and its exercise, and ``exercises/README.md`` give each task are the points it
+  is graded with (its check cell's nbgrader metadata), and every "task N" in an exercise or a
+  solution, prose or code, names a task of that notebook.
 * The set-up commands of the README and of the site's set-up page install PyTorch's CPU build
   before the package (else, on Linux, pip fetches the CUDA build: gigabytes for a CPU course).
 * Numbers of the README and of the package's messages that describe a stored lesson output or a
@@ -31,7 +36,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-NOTEBOOKS = LESSONS + sorted((ROOT / "exercises").glob("*.ipynb")) + sorted((ROOT / "solutions").glob("*.ipynb"))
+EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
+NOTEBOOKS = LESSONS + EXERCISES + SOLUTIONS
 MARKDOWN_FILES = [ROOT / "README.md", ROOT / "exercises" / "README.md"]
 
 # Words too common in this course to tell lessons apart, and English function words.
@@ -303,8 +310,9 @@ def _ruff(*args: str) -> subprocess.CompletedProcess:
                            "--output-format", "concise", *args], capture_output=True, text=True, cwd=ROOT)
 
 
-@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
-def test_lessons_import_only_what_they_use(path: Path):
+@pytest.mark.parametrize("path", LESSONS + SOLUTIONS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_lessons_and_solutions_import_only_what_they_use(path: Path):
+    # An exercise imports what its solution uses: the stubs leave those names unused on purpose.
     result = _ruff(str(path.relative_to(ROOT)))
     assert "No module named ruff" not in result.stderr, "ruff is missing: pip install -e '.[dev]'"
     assert result.returncode == 0, f"{path.name} imports names it never uses:\n{result.stdout}{result.stderr}"
@@ -416,3 +424,130 @@ def test_the_slow_run_message_gives_the_committed_laptop_record():
     parameters = {run["parameters"] for run in record["runs"]}
     assert len(parameters) == 1
     assert f"{parameters.pop() / 1e6:.1f}M parameters" in inspect.getsource(cpu)
+
+
+# --- The exercises' numbers: points and task references -------------------------------------------------------
+
+
+def _graded_points(path: Path) -> dict[str, float]:
+    """Task number -> its points, from the nbgrader metadata of the notebook's check cells."""
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    points = {}
+    for cell in notebook["cells"]:
+        info = cell.get("metadata", {}).get("nbgrader", {})
+        if info.get("grade"):
+            points[re.sub(r"^task-", "", str(info["grade_id"]))] = info["points"]
+    return points
+
+
+_HEADING = re.compile(r"^#+\s+Tasks?\s+(\d+)((?:\s*(?:,|and)\s*\d+)*)\b[^\n]*\((\d+(?:\.\d+)?) points?( each)?\)\s*$",
+                      flags=re.MULTILINE)
+_TASK_TABLE = re.compile(r"^\|\s*task\s*\|[^\n]*\|\s*points\s*\|\s*\n\|[- |]+\|\s*\n((?:\|[^\n]*\|\s*(?:\n|$))+)",
+                         flags=re.MULTILINE | re.IGNORECASE)
+_TASK_REFERENCE = re.compile(r"\b[Tt]asks?\s+(\d+)((?:\s*(?:,|and|or|to)\s*\d+)*)\b(?!\s+of\s+\d{2}\b)")
+
+
+def _points_problems(text: str, points: dict[str, float], where: str) -> list[str]:
+    """Points stated in ``text`` (task headings, the opening table of tasks) that differ from ``points``."""
+    problems = []
+    for match in _HEADING.finditer(text):
+        tasks = [match.group(1), *re.findall(r"\d+", match.group(2))]
+        said = float(match.group(3))
+        graded = [points.get(t) for t in tasks]
+        if None in graded:
+            problems.append(f"{where}: the heading {match.group(0).strip()!r} names a task that is not graded")
+        elif (all(g == said for g in graded) if match.group(4) else sum(graded) == said) is False:
+            problems.append(f"{where}: the heading {match.group(0).strip()!r} says {said:g}, but the task is graded "
+                            f"with {' + '.join(f'{g:g}' for g in graded)}")
+    for table in _TASK_TABLE.finditer(text):
+        listed = {}
+        for row in table.group(1).strip().splitlines():
+            cells = [c.strip() for c in row.strip().strip("|").split("|")]
+            listed[cells[0]] = cells[-1]
+        for task, said in listed.items():
+            if task not in points:
+                problems.append(f"{where}: the table of tasks lists task {task}, which is not graded")
+            elif float(said) != points[task]:
+                problems.append(f"{where}: the table of tasks gives task {task} {said} points; it is graded with "
+                                f"{points[task]:g}")
+        missing = sorted(set(points) - set(listed), key=int)
+        if missing:
+            problems.append(f"{where}: the table of tasks leaves out task {', '.join(missing)}")
+    return problems
+
+
+@pytest.mark.parametrize("path", SOLUTIONS + EXERCISES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_points_in_the_prose_are_the_graded_points(path: Path):
+    points = _graded_points(path)
+    assert points, f"{path.name} has no graded task"
+    problems = [p for i, text in enumerate(_markdown_of(path))
+                for p in _points_problems(text, points, f"{path.relative_to(ROOT)}, markdown {i}")]
+    headed = {t for text in _markdown_of(path) for m in _HEADING.finditer(text)
+              for t in [m.group(1), *re.findall(r"\d+", m.group(2))]}
+    assert headed == set(points), f"{path.name}: tasks {sorted(set(points) - headed)} have no heading with their points"
+    assert not problems, "\n".join(problems)
+
+
+def _readme_points() -> dict[str, dict[str, float]]:
+    """exercises/README.md's table: notebook -> task number -> the points it gives the task."""
+    table = {}
+    readme = (ROOT / "exercises" / "README.md").read_text(encoding="utf-8")
+    for name, tasks in re.findall(r"^\| `(\d{2}_\w+)\.ipynb` \| (.*) \|\s*$", readme, flags=re.MULTILINE):
+        table[name] = {number: float(said) for number, said in
+                       (re.match(r"(\d+) .*\((\d+(?:\.\d+)?)\b[^()]*\)\s*$", item).groups()
+                        for item in re.split(r", (?=\d+ )", tasks))}
+    return table
+
+
+def test_the_exercises_readme_gives_the_graded_points():
+    table = _readme_points()
+    assert sorted(table) == [p.stem for p in EXERCISES], "exercises/README.md should list every exercise"
+    for path in EXERCISES:
+        graded = _graded_points(path)
+        assert table[path.stem] == {t: float(p) for t, p in graded.items()}, (
+            f"exercises/README.md gives {path.stem} the tasks (points) {table[path.stem]}; it is graded with {graded}")
+
+
+def _task_reference_problems(texts: list[str], tasks: set[str], where: str) -> list[str]:
+    problems = []
+    for i, text in enumerate(texts):
+        for match in _TASK_REFERENCE.finditer(text):
+            named = [match.group(1), *re.findall(r"\d+", match.group(2))]
+            if re.search(r"\bto\b", match.group(2)):
+                named = [str(n) for n in range(int(named[0]), int(named[-1]) + 1)]
+            unknown = [n for n in named if n not in tasks]
+            if unknown:
+                problems.append(f"{where}, cell {i}: {match.group(0)!r} names task {', '.join(unknown)}, but the "
+                                f"notebook's tasks are {', '.join(sorted(tasks, key=int))}")
+    return problems
+
+
+@pytest.mark.parametrize("path", SOLUTIONS + EXERCISES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_task_reference_names_a_task_of_the_notebook(path: Path):
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    texts = ["".join(cell["source"]) for cell in notebook["cells"]]
+    problems = _task_reference_problems(texts, set(_graded_points(path)), str(path.relative_to(ROOT)))
+    assert not problems, "\n".join(problems)
+
+
+def test_the_points_and_task_checks_can_fail():
+    points = {"1": 3, "2": 1, "3": 1, "4": 2}
+    right = ("| task | you write | points |\n| --- | --- | --- |\n| 1 | attention | 3 |\n| 2 | mask | 1 |\n"
+             "| 3 | question | 1 |\n| 4 | softmax | 2 |\n\n## Task 4: a softmax (2 points)\n\n"
+             "## Tasks 2 and 3: (1 point each)")
+    assert _points_problems(right, points, "x") == []
+    wrong = [
+        (right.replace("| 4 | softmax | 2 |", "| 4 | softmax | 3 |"), "gives task 4 3 points"),
+        (right.replace("| 4 | softmax | 2 |\n", ""), "leaves out task 4"),
+        (right.replace("| 4 | softmax | 2 |", "| 4 | softmax | 2 |\n| 5 | more | 1 |"), "lists task 5"),
+        (right.replace("(2 points)", "(3 points)"), "says 3, but the task is graded with 2"),
+        (right.replace("Tasks 2 and 3", "Tasks 2 and 4"), "graded with 1 + 2"),
+        (right.replace("Task 4:", "Task 5:"), "names a task that is not graded"),
+    ]
+    for text, message in wrong:
+        problems = _points_problems(text, points, "x")
+        assert any(message in p for p in problems), (message, problems)
+    assert not _task_reference_problems(["as in task 3", "tasks 1 and 2", "check task 4", "task 1 of 02"],
+                                        set(points), "x")
+    assert _task_reference_problems(["a query with no key, as in task 5"], set(points), "x")
+    assert _task_reference_problems(["tasks 3 to 6 build on it"], set(points), "x")

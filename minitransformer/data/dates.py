@@ -6,8 +6,8 @@ locale pair works and some pairs reorder the whole phrase (en_US -> hu_HU gives
 "2026. november 21., szombat"). Nothing is downloaded; the pairs are generated
 on the fly, deterministically from a seed.
 
-Used in lessons 06 and 07: a tiny model learns it quickly on a CPU (the README's "How long
-training takes" gives the measured time) and its attention maps show the reordering.
+Used in lessons 06 and 07: a tiny model learns it quickly on a CPU (docs/training.md, "How
+long training takes", gives the measured time) and its attention maps show the reordering.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ untouched, so calling one does not change what the rest of a notebook computes.
 
 from __future__ import annotations
 
-from .attention_checks import (check_causal_mask, check_padding_mask, check_positional_encoding,
-                               check_scaled_dot_product_attention)
+from .attention_checks import (check_causal_mask, check_logsumexp, check_padding_mask, check_positional_encoding,
+                               check_scaled_dot_product_attention, check_stable_softmax)
 from .decoding_checks import check_greedy_decode, check_label_smoothing_target, check_target_mask
 from .layer_checks import check_encoder_layer, check_feed_forward, check_layer_norm, check_multi_head_attention
 # The checks of the tasks added lesson by lesson (00, 01, 08, and the new tasks of 02, 04, 06, 07).
@@ -73,6 +73,7 @@ __all__ = [
     "check_layer_norm",
     "check_layers_to_connect",
     "check_learned_positions",
+    "check_logsumexp",
     "check_masked_mean",
     "check_multi_head_attention",
     "check_next_token_probabilities",
@@ -87,6 +88,7 @@ __all__ = [
     "check_shifted_target",
     "check_skipgram_gradients",
     "check_split_and_merge_heads",
+    "check_stable_softmax",
     "check_target_mask",
     "check_tied_output",
     "check_token_batches",

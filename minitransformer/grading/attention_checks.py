@@ -1,4 +1,4 @@
-"""Checks for exercises 01: positional encoding, attention, masks (lessons 02, 03 and 06)."""
+"""Checks for the exercises of lessons 02, 03 and 06: positional encoding, attention, log-sum-exp, masks."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from torch import Tensor
 from ..attention import scaled_dot_product_attention
 from ..embeddings import sinusoidal_positional_encoding
 from ..masks import make_causal_mask, make_padding_mask
-from ._common import (_call, _call_text, _compare, _describe, _expect_bool, _expect_shape, _expect_tensor, _isolated,
-                      _name, _passed, _rand, _rng, _shape)
+from ._common import (_call, _call_text, _close, _compare, _describe, _expect_bool, _expect_shape, _expect_tensor,
+                      _isolated, _known_mistake, _name, _passed, _rand, _rng, _shape)
 
-__all__ = ["check_causal_mask", "check_padding_mask", "check_positional_encoding", "check_scaled_dot_product_attention"]
+__all__ = ["check_causal_mask", "check_logsumexp", "check_padding_mask", "check_positional_encoding",
+           "check_scaled_dot_product_attention", "check_stable_softmax"]
 
 
 def _pe_variant(max_len: int, d_model: int, *, pair_exponent: bool = True, per_column: bool = False,
@@ -291,6 +292,239 @@ def check_causal_mask(fn: Callable[[int], Tensor], *, task: int | str | None = N
             raise AssertionError(f"{text} gave the wrong mask. {hint}")
     _passed(task, "causal mask, sizes 1, 3 and 6")
 
+
+
+# --- The softmax that does not overflow (lesson 03, "A softmax that does not overflow") --------------------------
+
+_INF = float("inf")
+
+
+def _lse_by_hand(x: Tensor, dim: int, *, shift: str = "row", add_back: bool = True, log: bool = True,
+                 mean: bool = False, keep: bool = False, finite_fix: bool = True) -> Tensor:
+    """Log-sum-exp with one of the usual mistakes (the defaults are right); float32, like the learner's."""
+    if shift == "none":
+        m = torch.zeros_like(x.amax(dim=dim, keepdim=True))
+    elif shift == "global":
+        m = x.max().expand_as(x.amax(dim=dim, keepdim=True))
+    else:
+        m = x.amax(dim=dim, keepdim=True)  # (..., 1, ...)
+    if finite_fix:
+        m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    total = torch.exp(x - m)
+    total = total.mean(dim=dim, keepdim=True) if mean else total.sum(dim=dim, keepdim=True)
+    out = (torch.log(total) if log else total) + (m if add_back else 0.0)
+    return out if keep else out.squeeze(dim)
+
+
+def _unkept_shift(x: Tensor, dim: int) -> Tensor:
+    """x - x.amax(dim) without keepdim: on a square matrix it broadcasts the row maxima along the wrong axis."""
+    m = x.amax(dim=dim)
+    return m + torch.log(torch.exp(x - m).sum(dim=dim))
+
+
+def _call_explained(fn: Callable[..., Tensor], *args: object, text: str) -> Tensor:
+    """:func:`_call`, with a hint for the errors that the dimension bookkeeping of this task raises."""
+    __tracebackhide__ = True
+    try:
+        return _call(fn, *args, text=text)
+    except AssertionError as err:
+        message = str(err)
+        if "return_types.max" in message or "return_types.min" in message:
+            hint = ("x.max(dim) returns a pair (values, indices): take .values, or use x.amax(dim=dim, "
+                    "keepdim=True), which returns the values only.")
+        elif "must match the size of tensor" in message:
+            hint = ("A reduction over dim removes that axis, so the result no longer lines up with x: keep it "
+                    "(keepdim=True) or put it back (.unsqueeze(dim)) before subtracting it from x.")
+        else:
+            raise
+        raise AssertionError(f"{message}. {hint}") from err
+
+
+def _lse_cases(g: torch.Generator) -> list[tuple[str, Tensor, int]]:
+    rows = torch.tensor([[1000.0, 999.0, 998.0], [-5.0, -4.0, -3.0], [0.5, -0.5, 0.0]])
+    masked = (_rand(g, 2, 4, scale=5.0)).masked_fill(~torch.ones(4, 4, dtype=torch.bool).tril()[:2], -_INF)
+    return [
+        ("small scores, dim=-1", _rand(g, 3, 5), -1),
+        ("the lesson's scores [1000, 999, 800]", torch.tensor([1000.0, 999.0, 800.0]), 0),
+        ("large negative scores [-1000, -1001, -1200]", torch.tensor([-1000.0, -1001.0, -1200.0]), -1),
+        ("rows of very different sizes", rows, -1),
+        ("a 3-D input, dim=1", _rand(g, 2, 3, 4, scale=30.0) + 500.0, 1),
+        ("a square matrix, dim=0", _rand(g, 3, 3, scale=40.0) - 300.0, 0),
+        ("scores with masked keys (-inf)", masked, -1),
+        ("a row that is all -inf (a query whose keys are all masked)",
+         torch.tensor([[1.0, 2.0, 3.0], [-_INF, -_INF, -_INF]]), -1),
+    ]
+
+
+def _without(shape: Sequence[int], dim: int) -> tuple[int, ...]:
+    return tuple(n for i, n in enumerate(shape) if i != dim % len(shape))
+
+
+def _lse_shape_hints(x: Tensor, dim: int) -> dict[tuple[int, ...], str]:
+    """Wrong shapes of a log-sum-exp and what they mean."""
+    keep = tuple(1 if i == dim % x.dim() else n for i, n in enumerate(x.shape))
+    hints: dict[tuple[int, ...], str] = {}
+    for other in range(x.dim()):
+        if other != dim % x.dim():
+            hints.setdefault(_without(x.shape, other), f"You reduced dimension {other}; reduce over dim={dim}, "
+                                                       "the argument, in the max and in the sum.")
+    try:
+        mixed = tuple(torch.broadcast_shapes(keep, _without(x.shape, dim)))
+        if mixed != _without(x.shape, dim):
+            hints[mixed] = ("The max kept its axis (keepdim=True) and the sum dropped it, so adding them "
+                            f"broadcast to {_shape(mixed)}: squeeze the max, m.squeeze(dim), or keep both and "
+                            "squeeze the result.")
+    except RuntimeError:
+        pass
+    hints[keep] = (f"torch.logsumexp(x, dim) removes the reduced dimension: {_shape(_without(x.shape, dim))}, not "
+                   f"{_shape(keep)}. Squeeze it at the end, .squeeze(dim) (keepdim=True is for the max inside).")
+    hints[()] = f"Reduce over dim={dim} only, one log-sum-exp per row, not over the whole tensor."
+    return hints
+
+
+@_isolated(avoid=("torch:logsumexp", "torch.special:logsumexp", "torch:log_softmax",
+                  "torch.nn.functional:log_softmax", "torch.special:log_softmax"))
+def check_logsumexp(fn: Callable[[Tensor, int], Tensor], *, task: int | str | None = None) -> None:
+    """Check ``fn(x, dim)`` against :func:`torch.logsumexp`: log sum_j exp(x_j) over ``dim``, without overflow.
+
+    LSE(x) = m + log sum_j exp(x_j - m) with m the largest entry of each row (lesson 03), the reduced
+    dimension removed. Cases: small scores, the lesson's scores near 1000 (e^1000 is inf), large
+    negative ones (e^-1000 is 0), rows of very different sizes, 3-D and square inputs with dim 1 and 0,
+    masked scores (-inf) and a row that is all -inf, whose log-sum-exp is -inf.
+
+    Args:
+        fn: the learner's function.
+        task: task number printed on success.
+
+    Raises:
+        AssertionError: what differs, and the likely mistake.
+    """
+    __tracebackhide__ = True
+    cases = _lse_cases(_rng())
+    for case, x, dim in cases:
+        text = f"{_name(fn)}(x {_shape(x)}, dim={dim}) [{case}]"
+        original = x.clone()
+        wanted = f"of shape {_shape(_without(x.shape, dim))}"
+        given = _expect_tensor(_call_explained(fn, x, dim, text=text), text, wanted)
+        if not torch.equal(x, original):
+            raise AssertionError(f"{text} changed x in place: compute new tensors (x - m, not x -= m or x.sub_(m))")
+        expected = torch.logsumexp(x, dim=dim)
+        _expect_shape(given, expected.shape, text, "log-sum-exp", _lse_shape_hints(x, dim))
+        if _close(given, expected, 1e-4, 1e-5):
+            continue
+        mistakes = [
+            ("You computed log(sum(exp(x))) as written: exp(x) overflows to inf once x > 88.7 in float32 (709.8 "
+             "in float64) and rounds to 0 below about -104, whose log is -inf. Subtract the maximum m of each row "
+             "first and add it back after the log: LSE(x) = m + log(sum(exp(x - m))).",
+             lambda: _lse_by_hand(x, dim, shift="none", finite_fix=False)),
+            ("You subtracted the maximum but forgot to add it back: LSE(x) = m + log(sum(exp(x - m))), and "
+             "log(sum(exp(x - m))) alone is only the part between 0 and log(n).",
+             lambda: _lse_by_hand(x, dim, add_back=False)),
+            ("Take the maximum of each row along dim (x.amax(dim=dim, keepdim=True)), not one maximum of the "
+             "whole tensor: a row far below it underflows, exp(-1000) = 0 and log(0) = -inf.",
+             lambda: _lse_by_hand(x, dim, shift="global")),
+            ("x - x.amax(dim) without keepdim broadcast the row maxima along the wrong axis (the matrix is "
+             "square, so no error was raised): keep the axis, x.amax(dim=dim, keepdim=True).",
+             lambda: _unkept_shift(x, dim) if x.dim() == 2 and x.size(0) == x.size(1) else None),
+            ("The log is missing: LSE(x) = m + log(sum(exp(x - m))).",
+             lambda: _lse_by_hand(x, dim, log=False)),
+            ("Sum the exponentials, don't average them (your result is LSE(x) - log(n)).",
+             lambda: _lse_by_hand(x, dim, mean=True)),
+            (f"You reduced over the last dimension; reduce over dim={dim}, the argument.",
+             lambda: torch.logsumexp(x, dim=-1) if dim % x.dim() != x.dim() - 1 else None),
+        ]
+        hint = _known_mistake(given, mistakes, atol=1e-4, rtol=1e-5)
+        if hint is not None:
+            raise AssertionError(f"{text}: wrong log-sum-exp. {hint}")
+        finite = torch.isfinite(expected)
+        if bool(torch.isnan(given[~finite]).any()) and bool(torch.isinf(expected).any()):
+            raise AssertionError(
+                f"{text}: your log-sum-exp of a row that is all -inf is NaN; it should be -inf (log of a sum of "
+                "zeros). The row's maximum is -inf and -inf - (-inf) is NaN: shift by 0 where the maximum is not "
+                "finite, e.g. m = torch.where(torch.isfinite(m), m, torch.zeros_like(m)).")
+        for bad, words in ((torch.isposinf, "+inf"), (torch.isneginf, "-inf"), (torch.isnan, "NaN")):
+            if bool(bad(given[finite]).any()):
+                raise AssertionError(
+                    f"{text}: your log-sum-exp is {words} where it should be finite "
+                    f"(expected {expected.tolist()}): exp(x) overflows above 88.7 and underflows to 0 far below 0. "
+                    "Subtract each row's maximum before exp and add it back after the log.")
+        _compare(given, expected, text, "log-sum-exp", atol=1e-4, rtol=1e-5)
+    _passed(task, f"log-sum-exp equal to torch.logsumexp on {len(cases)} cases (scores near +-1000, rows of "
+                  "different sizes, dim 0, 1 and -1, masked scores and an all -inf row)")
+
+
+def _softmax_cases(g: torch.Generator) -> list[tuple[str, Tensor, int]]:
+    rows = torch.tensor([[1000.0, 999.0, 998.0], [-5.0, -4.0, -3.0], [0.5, -0.5, 0.0]])
+    masked = (_rand(g, 2, 4, scale=5.0)).masked_fill(~torch.ones(4, 4, dtype=torch.bool).tril()[:2], -_INF)
+    return [
+        ("small scores, dim=-1", _rand(g, 3, 5), -1),
+        ("the lesson's scores [1000, 999, 800]", torch.tensor([1000.0, 999.0, 800.0]), 0),
+        ("a square matrix of rows of very different sizes, dim=-1", rows, -1),
+        ("a 3-D input, dim=1", _rand(g, 2, 3, 4, scale=30.0) + 500.0, 1),
+        ("scores with masked keys (-inf)", masked, -1),
+    ]
+
+
+@_isolated(avoid=("torch:softmax", "torch.nn.functional:softmax", "torch.special:softmax", "torch:log_softmax",
+                  "torch.nn.functional:log_softmax", "torch.special:log_softmax", "torch:logsumexp",
+                  "torch.special:logsumexp"))
+def check_stable_softmax(fn: Callable[[Tensor, int], Tensor], *, task: int | str | None = None) -> None:
+    """Check ``fn(x, dim)`` against :func:`torch.softmax`: exp(x - LSE(x)) over ``dim``, finite on large scores.
+
+    Args:
+        fn: the learner's function (lesson 03: softmax(x)_i = exp(x_i - LSE(x))).
+        task: task number printed on success.
+
+    Raises:
+        AssertionError: what differs, and the likely mistake.
+    """
+    __tracebackhide__ = True
+    cases = _softmax_cases(_rng())
+    for case, x, dim in cases:
+        text = f"{_name(fn)}(x {_shape(x)}, dim={dim}) [{case}]"
+        original = x.clone()
+        given = _expect_tensor(_call_explained(fn, x, dim, text=text), text, f"of shape {_shape(x)}")
+        if not torch.equal(x, original):
+            raise AssertionError(f"{text} changed x in place: compute new tensors instead")
+        expected = torch.softmax(x, dim=dim)
+        _expect_shape(given, expected.shape, text, "softmax", {
+            _without(x.shape, dim): "The softmax has the shape of x: one weight per entry, not one number per row.",
+        })
+        # exp(x - LSE(x)) inherits LSE's rounding: near 1000, float32 keeps about 4 decimals, so a right
+        # answer can be off by a few 1e-5 relative to torch.softmax (which divides by the sum instead).
+        tolerance = {"atol": 1e-5, "rtol": 3e-4}
+        if _close(given, expected, **tolerance):
+            continue
+        lse = torch.logsumexp(x, dim=dim, keepdim=True)
+        mistakes = [
+            ("You computed exp(x) / sum(exp(x)) as written: exp(1000) is inf in float32 and inf / inf is NaN. "
+             "Write it as exp(x - LSE(x)) with your my_logsumexp, which never overflows.",
+             lambda: torch.exp(x) / torch.exp(x).sum(dim=dim, keepdim=True)),
+            ("my_logsumexp(x, dim) has the reduced axis removed; subtracting it from x broadcast it along the "
+             "wrong axis (the matrix is square, so no error was raised). Put it back first: "
+             "x - my_logsumexp(x, dim).unsqueeze(dim).",
+             lambda: torch.exp(x - lse.squeeze(dim)) if x.dim() == 2 and x.size(0) == x.size(1) else None),
+            ("You returned the log-probabilities x - LSE(x) (the log-softmax); the softmax is their exp.",
+             lambda: x - lse),
+            ("exp(x - max) is not normalised yet: subtract LSE(x), not the maximum, and the rows sum to 1.",
+             lambda: torch.exp(x - x.amax(dim=dim, keepdim=True))),
+        ]
+        hint = _known_mistake(given, mistakes, **tolerance)
+        if hint is not None:
+            raise AssertionError(f"{text}: wrong softmax. {hint}")
+        if bool(torch.isnan(given).any()):
+            raise AssertionError(f"{text}: your softmax contains NaN; every row here has a finite score, so it "
+                                 "should not. Compute exp(x - LSE(x)) with the stable my_logsumexp.")
+        sums = given.sum(dim=dim)
+        if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
+            other = "" if x.dim() < 2 else (
+                " Your softmax ran over another dimension: use dim, the argument, in my_logsumexp and when "
+                "putting its axis back." if any(torch.allclose(given.sum(dim=d), torch.ones(1), atol=1e-4)
+                                                 for d in range(x.dim()) if d != dim % x.dim()) else "")
+            raise AssertionError(f"{text}: your softmax does not sum to 1 over dim={dim}.{other}")
+        _compare(given, expected, text, "softmax", **tolerance)
+    _passed(task, f"softmax as exp(x - LSE(x)) equal to torch.softmax on {len(cases)} cases (scores near 1000, "
+                  "rows of different sizes, dim 0, 1 and -1, masked scores)")
 
 def _register_questions() -> None:
     """The conceptual question of exercise 03 (added to question_checks.QUESTIONS)."""

@@ -384,10 +384,13 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m minitransformer.grading [grade] PATH ...`` or ``... make-exercises``: see ``--help``."""
+    from .._startup import done
+
     argv = list(argv if argv is not None else sys.argv[1:])
     if argv[:1] == ["make-exercises"]:
         from .generate import main as make
 
+        done()  # start-up is over: Ctrl-C raises KeyboardInterrupt again
         return make(argv[1:])
     if argv[:1] == ["grade"]:
         argv = argv[1:]
@@ -413,6 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "your rights (only inside a container or a throw-away machine)")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
     args = parser.parse_args(argv)
+    done()  # start-up is over: Ctrl-C stops the grading, which kills the sandboxes and keeps what was graded
     if args.memory < 0 or args.jobs < 1:
         parser.error(f"--memory must be >= 0 and --jobs >= 1, got --memory {args.memory} --jobs {args.jobs}")
     refused: list[tuple[Path, str, str]] = []
