@@ -4,6 +4,7 @@ Usage:
     python benchmarks/ablations.py                      # the full CPU suite -> results/ablations-cpu.json
     python benchmarks/ablations.py --quick              # a reduced set at a small size, a few minutes
     python benchmarks/ablations.py --device cuda        # the same variants at the paper's base size
+    python benchmarks/ablations.py --summarize-only --page docs/ablations.md   # the JSON and that page's table
 
 Every job (variant, seed) trains a fresh model with :func:`minitransformer.ablations.run_ablation`
 for a fixed number of steps on Multi30k de->en and scores validation perplexity and sacreBLEU
@@ -128,8 +129,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, help="the JSON file (default: benchmarks/results/ablations-<device>.json, "
                                                  "ablations-quick.json with --quick)")
     parser.add_argument("--no-figure", action="store_true", help="write no PNG")
-    parser.add_argument("--readme", type=Path, help="also rewrite the generated results section of this file "
-                                                    "(e.g. README.md) from the JSON")
+    parser.add_argument("--page", "--readme", dest="page", type=Path,
+                        help="also rewrite the generated results section of this page (docs/ablations.md) from the "
+                             "JSON; --readme is its old name")
     parser.add_argument("--pilot-note", default=PILOT, help="a note stored in the JSON: why this task and size "
                                                          "(default: the pilot runs of the CPU suite)")
     parser.add_argument("--summarize-only", action="store_true",
@@ -234,7 +236,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "complete": len(records) == len(names) * len(seeds),
     }
     # The paired comparisons behind lesson 10's verdicts (minitransformer.ablation_stats), stored so that
-    # the README's table is written from the JSON alone.
+    # the table of docs/ablations.md is written from the JSON alone.
     from minitransformer.ablation_stats import ALPHA, CONFIDENCE, analyse
 
     report["statistics"] = {
@@ -247,11 +249,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     tmp.write_text(json.dumps(report, indent=1))
     os.replace(tmp, out)
     print(f"wrote {out} ({len(records)} of {len(names) * len(seeds)} jobs)", flush=True)
-    if args.readme is not None:
-        from minitransformer.ablation_report import update_readme
+    if args.page is not None:
+        from minitransformer.ablation_report import update_page
 
-        changed = update_readme(args.readme, report)
-        print(f"{'rewrote' if changed else 'unchanged:'} the ablation section of {args.readme}", flush=True)
+        changed = update_page(args.page, report)
+        print(f"{'rewrote' if changed else 'unchanged:'} the ablation section of {args.page}", flush=True)
     if not args.no_figure:
         from minitransformer.ablation_report import save_ablation_figure
 

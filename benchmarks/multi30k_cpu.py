@@ -6,7 +6,7 @@ Usage:
     python benchmarks/multi30k_cpu.py --data-dir DIR --seeds 0 --epochs 1 --train-size 2000 \\
         --out /tmp/m30k                                    # the same code path in a few minutes
 
-Each seed is the README's command, ``python -m minitransformer train --dataset multi30k``, run
+Each seed is the README's second main job, ``python -m minitransformer train --dataset multi30k``, run
 from scratch (the BPE vocabulary included: its cache is switched off) with the laptop recipe
 that the package picks on a machine without a CUDA GPU, into ``runs/multi30k`` (seed 0) or
 ``runs/multi30k-seed<N>``. After training, the record adds what ``translate --beam 4`` gives
@@ -189,7 +189,7 @@ def save_figure(runs: list[dict[str, Any]], path: Path) -> None:
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:
-    """The README's sentences about the record, written from it (a test checks that the README holds them)."""
+    """The sentences about the record that docs/benchmarks.md gives (tools/write_docs.py writes them there)."""
     s, runs = result["summary"], result["runs"]
     beam, greedy, minutes = s["test_beam4"], s["test_greedy"], s["wall_minutes"]
     seeds = len(runs)

@@ -10,7 +10,7 @@ exact match of each run. "default" is the run with no ``--threads`` option (the 
 
 Why: a small model's step is a few milliseconds of work split over several OpenMP threads,
 which then wait for each other; when another process holds a core, every step waits for the
-scheduler. One thread does not wait. The README's "Train a model" section quotes the result.
+scheduler. One thread does not wait. docs/training.md ("How long training takes") shows the result.
 The machine's load average is printed before each run: a run on a shared machine is only
 comparable with runs made at the same load.
 """

@@ -92,15 +92,16 @@ def test_a_measured_change_where_the_paper_saw_none_disagrees() -> None:
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 
-def test_the_readme_table_is_the_one_the_committed_json_gives() -> None:
-    from minitransformer.ablation_report import README_END, README_START, load_results, readme_section
+def test_the_ablation_page_table_is_the_one_the_committed_json_gives() -> None:
+    from minitransformer.ablation_report import PAGE_END, PAGE_START, load_results, page_section
 
     report = load_results(ROOT / "benchmarks" / "results" / "ablations-cpu.json")
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split(README_START, 1)[1].split(README_END, 1)[0].strip()
-    assert block == readme_section(report).strip(), (
-        "README.md's ablation table differs from the JSON: run "
-        "`python benchmarks/ablations.py --summarize-only --readme README.md`")
+    page = (ROOT / "docs" / "ablations.md").read_text(encoding="utf-8")
+    block = page.split(PAGE_START, 1)[1].split(PAGE_END, 1)[0].strip()
+    assert block == page_section(report).strip(), (
+        "docs/ablations.md's ablation table differs from the JSON: run `python tools/write_docs.py` (or "
+        "`python benchmarks/ablations.py --summarize-only --page docs/ablations.md`, which first rewrites the JSON "
+        "from the finished jobs)")
 
 
 def test_the_committed_suite_comes_from_one_commit_and_its_baseline_translates() -> None:

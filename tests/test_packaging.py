@@ -1,7 +1,7 @@
 """What installing the project relies on: each extra of pyproject.toml works on its own, and the
 license that pyproject.toml names is the file shipped with the package.
 
-The site extra alone (``pip install -e ".[site]"``, the README's "Read online") must build every
+The site extra alone (``pip install -e ".[site]"``, docs/site.md) must build every
 API page, including that of ``minitransformer.grading.nbgrader_plugin``, which imports nbgrader
 (the ``nbgrader`` extra). Here a child process that cannot import nbgrader stages the API pages
 with ``tools/build_site.py`` and runs Sphinx with the site's configuration on that module's page.

@@ -39,7 +39,7 @@ LESSONS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 NOTEBOOKS = LESSONS + EXERCISES + SOLUTIONS
-MARKDOWN_FILES = [ROOT / "README.md", ROOT / "exercises" / "README.md"]
+MARKDOWN_FILES = [ROOT / "README.md", ROOT / "exercises" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 # Words too common in this course to tell lessons apart, and English function words.
 STOPWORDS = set("""
@@ -346,8 +346,9 @@ def _outputs(path: Path) -> list[str]:
 
 
 def _readme() -> str:
-    """The README with every run of white space (line breaks included) made one space."""
-    return " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    """The README and docs/training.md (where the long material went), every run of white space made one space."""
+    return " ".join(" ".join((ROOT / name).read_text(encoding="utf-8")
+                             for name in ("README.md", "docs/training.md")).split())
 
 
 def _stored(lesson: str, pattern: str) -> re.Match:
@@ -362,7 +363,7 @@ ORDINALS = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth", 6: "si
 
 def test_the_readme_gives_the_training_times_the_stored_lessons_print():
     said = re.search(r"prints its time \(as stored, lesson 07's cell printed (\d+) s and lesson 08's (\d+) s\)", _readme())
-    assert said, "README, 'Open the course': the sentence on the dates model's training time in lessons 07 and 08"
+    assert said, "README, 'The lessons': the sentence on the dates model's training time in lessons 07 and 08"
     stored = (_stored("07_training", r"wall-clock time of train\(\)\s+(\d+) s").group(1),
               _stored("08_decoding_and_gpu", r"trained in (\d+) s on this machine").group(1))
     assert said.groups() == stored, (f"README says {said.group(1)} s (lesson 07) and {said.group(2)} s (lesson 08); "
@@ -372,7 +373,7 @@ def test_the_readme_gives_the_training_times_the_stored_lessons_print():
 def test_the_readme_gives_the_checkpoints_of_the_stored_dates_runs():
     said = re.search(r"(\d+) in the run stored in lesson 08, which stops during its (\w+) epoch, "
                      r"as the run stored in lesson 07 does", _readme())
-    assert said, "README, 'average --last K': the sentence on the checkpoints of the dates run"
+    assert said, "docs/training.md, 'Stopping, resuming, averaging': the sentence on the checkpoints of the dates run"
     listing = next(text for text in _outputs(ROOT / "notebooks" / "08_decoding_and_gpu.ipynb")
                    if re.search(r"^\s*checkpoint-\d{8}\.pt\s", text, flags=re.MULTILINE))
     kept = re.findall(r"^\s*checkpoint-\d{8}\.pt\s", listing, flags=re.MULTILINE)

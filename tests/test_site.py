@@ -1,6 +1,6 @@
 """The course website, built and opened in a real browser (headless Chromium).
 
-Builds the site with the README's command (``tools/build_site.py``, into a temporary folder), serves
+Builds the site with the command of docs/site.md (``tools/build_site.py``, into a temporary folder), serves
 it on 127.0.0.1 and opens every page: no broken internal link or image, every image loaded, every
 formula typeset by MathJax (no raw ``$...$`` or ``\\(`` left), no error output, nothing loaded from
 another host, code that scrolls rather than being cut, figures on white in the dark theme, a
@@ -123,7 +123,7 @@ const done = arguments[arguments.length - 1];
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory):
-    """The site built by the README's command into a temporary folder, served on 127.0.0.1."""
+    """The site built by docs/site.md's command into a temporary folder, served on 127.0.0.1."""
     out = tmp_path_factory.mktemp("site") / "html"
     start = time.perf_counter()
     done = subprocess.run([sys.executable, str(ROOT / "tools" / "build_site.py"), "--out", str(out), "--strict"],

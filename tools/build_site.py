@@ -1,9 +1,9 @@
 """Build the course website from the stored notebooks: ``python tools/build_site.py``.
 
 Writes ``site/_build/html`` (ignored by git): an introduction, the lessons in order, the exercises
-(student versions; the worked solutions only with ``--solutions``), one API page per package
-module (autodoc), and each lesson as a static Reveal.js slide deck under ``slides/``. No notebook
-is executed: the pages show the outputs stored in the notebooks.
+(student versions; the worked solutions only with ``--solutions``), the guides of ``docs/``, one
+API page per package module (autodoc), and each lesson as a static Reveal.js slide deck under
+``slides/``. No notebook is executed: the pages show the outputs stored in the notebooks.
 
 MathJax and Reveal.js are served from the site itself, so it works in a classroom with no
 internet. The first build fetches them from the npm registry (``npm pack``), checks them against
@@ -238,10 +238,20 @@ def links_cell(folder: str, name: str, slides: bool, modules: list[str]) -> dict
     return {"cell_type": "markdown", "id": "site-links", "metadata": {}, "source": text}
 
 
+# A live control (ipywidgets) needs a running kernel: a page shows, in its place, where to move it.
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_NOTE = {"output_type": "display_data", "metadata": {}, "data": {
+    "text/html": '<p class="course-live-control"><em>A live control is here in the notebook: open the lesson '
+                 "in JupyterLab (or download it) and move it. The pictures above show the view at a few "
+                 "settings.</em></p>",
+    "text/plain": "A live control is here in the notebook: open the lesson in JupyterLab and move it."}}
+
+
 def web_notebook(notebook: dict, header: dict) -> dict:
     """The page version of a stored notebook: the links under the title, and without the
     "(continued)" headings that only the slides need (the text under them stays) and without
-    the speaker notes (cells of slide type "notes": the slide decks keep them)."""
+    the speaker notes (cells of slide type "notes": the slide decks keep them); a live control's
+    output becomes a line that says where to move it (a static page has no kernel to redraw it)."""
     cells = []
     for cell in notebook["cells"]:
         if cell.get("metadata", {}).get("slideshow", {}).get("slide_type") == "notes":
@@ -253,9 +263,56 @@ def web_notebook(notebook: dict, header: dict) -> dict:
                 if not stripped.strip():
                     continue
                 cell = {**cell, "source": stripped.lstrip("\n")}
+        if cell["cell_type"] == "code" and any(WIDGET_VIEW in o.get("data", {}) for o in cell.get("outputs", [])):
+            cell = {**cell, "outputs": [WIDGET_NOTE if WIDGET_VIEW in o.get("data", {}) else o
+                                        for o in cell["outputs"]]}
         cells.append(cell)
     cells.insert(1, header)
-    return {**notebook, "cells": cells}
+    metadata = {k: v for k, v in notebook.get("metadata", {}).items() if k != "widgets"}
+    return {**notebook, "metadata": metadata, "cells": cells}
+
+
+#: The pages of docs/ that the site shows, in the order of its navigation ("Guides"). docs/AUTHORING.md,
+#: the checklist for writing a lesson, stays in the repository with the notebooks it is about.
+DOCS = ["training", "benchmarks", "ablations", "grading", "what_is_safe", "site"]
+DOCS_LEFT_OUT = ["AUTHORING"]
+_MD_LINK = re.compile(r"(!?\[[^\]]*\]\()([^)\s]+)(\))")
+_IMAGE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".gif")
+
+
+def repository_url(path: str, folder: bool = False) -> str:
+    """The address of a file (or folder) of the repository in the public repository."""
+    return f"{REPOSITORY_URL}/{'tree' if folder else 'blob'}/{REPOSITORY_BRANCH}/{path}"
+
+
+def site_doc(text: str, solutions: bool = False) -> tuple[str, list[str]]:
+    """A page of docs/ as the site shows it, and the repository's images it needs staged beside it.
+
+    Its relative links are written for the repository (GitHub shows docs/ as it is). On the site a
+    link to another page of :data:`DOCS`, to a lesson or to an exercise stays as it is (the site holds
+    them at the same relative place), an image is staged at its own path, and a link to any other file
+    of the repository goes to that file in the public repository. Code blocks are left alone.
+    """
+    images: list[str] = []
+
+    def fix(match: re.Match) -> str:
+        target = match.group(2)
+        if re.match(r"[a-z][a-z0-9+.-]*:|#", target):  # a URL, an anchor of the page itself
+            return match.group(0)
+        file, _, anchor = target.partition("#")
+        path = os.path.normpath(os.path.join("docs", file)).replace(os.sep, "/")
+        on_site = (path.startswith("docs/") and path.endswith(".md") and path[5:-3] in DOCS) or bool(
+            re.fullmatch(r"(notebooks|exercises" + ("|solutions" if solutions else "") + r")/[^/]+\.ipynb", path))
+        if on_site:
+            return match.group(0)
+        if path.lower().endswith(_IMAGE_SUFFIXES) and (ROOT / path).is_file():
+            images.append(path)
+            return match.group(0)
+        url = repository_url(path, folder=(ROOT / path).is_dir()) + (f"#{anchor}" if anchor else "")
+        return f"{match.group(1)}{url}{match.group(3)}"
+
+    parts = re.split(r"(^```.*?^```[^\n]*$)", text, flags=re.MULTILINE | re.DOTALL)
+    return "".join(part if part.startswith("```") else _MD_LINK.sub(fix, part) for part in parts), images
 
 
 def stage(staged: Stage, solutions: bool) -> dict[str, list[str]]:
@@ -285,11 +342,22 @@ def stage(staged: Stage, solutions: bool) -> dict[str, list[str]]:
     if not lessons:
         raise SiteError(f"no lesson notebooks in {ROOT / 'notebooks'} (expected notebooks/*.ipynb)")
 
+    guides = []
+    for name in DOCS:
+        text, images = site_doc((ROOT / "docs" / f"{name}.md").read_text(encoding="utf-8"), solutions)
+        staged.write(f"docs/{name}.md", text)
+        for image in images:
+            staged.write(image, (ROOT / image).read_bytes())
+        title = next((line[2:].strip() for line in text.splitlines() if line.startswith("# ")), name)
+        guides.append(f"[{title}](docs/{name}.md)")
+
     for page in ("index.md", "setup.md", "exercises/index.md", "solutions/index.md", "api/index.md"):
         if page.startswith("solutions/") and not solutions:
             continue
         text = (SITE / "pages" / page).read_text(encoding="utf-8")
         text = text.replace("{{ lesson_map }}", "| lesson | practice | slides |\n| --- | --- | --- |\n" + "\n".join(rows))
+        text = text.replace("{{ guides }}", " · ".join(guides))
+        text = text.replace("{{ guides_toctree }}", "\n".join(f"docs/{name}" for name in DOCS))
         text = text.replace("{{ repository_url }}", REPOSITORY_URL)
         if page == "index.md" and solutions:
             text += "\n```{toctree}\n:caption: For instructors\n:hidden:\n\nsolutions/index\n```\n"
@@ -386,7 +454,7 @@ def build(out: Path, solutions: bool = False, cdn: bool = False, assets: Path | 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     epilog="Details: the README's section 'Read online'.")
+                                     epilog="Details: docs/site.md.")
     parser.add_argument("--out", type=Path, default=HTML,
                         help="output folder (default: site/_build/html; another folder gets a copy)")
     parser.add_argument("--solutions", action="store_true",

@@ -57,8 +57,9 @@ class LessonPlan:
                    f"({self.further_slides} more slide{'s' if self.further_slides > 1 else ''}) "
                    f"{'are' if self.further_sections > 1 else 'is'} "
                    "for a second reading" if self.further_sections else "there is no going-further section")
-        ran = (f" The notebook ran in {self.ran_seconds} s when it was last executed (`jupyter nbconvert --execute`"
-               " on a 2-core CPU; its timing cell near the end prints it)." if self.ran_seconds is not None else "")
+        ran = (f" Its code ran in {self.ran_seconds} s when the notebook was last executed (`jupyter nbconvert "
+               "--execute` on a 2-core CPU; a timing cell near the end measures it)." if self.ran_seconds is not None
+               else "")
         return (f"**Time:** about {self.class_minutes} minutes in class: {self.main_slides} slides on the main path, "
                 f"at about {MINUTES_PER_SLIDE:g} minutes a slide; {further}.{ran}")
 

@@ -22,7 +22,7 @@ import torch
 #: parameters: at load 3-11, one thread was 1.5-8.5x faster than two at every size; at
 #: load 1.5-2, two threads were 1.4-1.9x faster. Robust beats fastest-when-idle for the
 #: models a CPU trains in minutes; above this size a run is long, and usually has the machine
-#: to itself. benchmarks/train_threads.py times the default run (the README's table). The
+#: to itself. benchmarks/train_threads.py times the default run (docs/training.md's table). The
 #: laptop translator (the ``small`` preset, 7.6M parameters with its 8,000-token vocabulary,
 #: :data:`CPU_SIZED_MINUTES` on Multi30k) is above the line: one of its 4,096-token steps took
 #: 1.5 s with two threads and 2.6 s with one on 2 cores at load about 2 (alternating, 4 rounds each).
@@ -30,7 +30,7 @@ ONE_THREAD_BELOW = 5_000_000
 #: A CPU run estimated to take longer than this is refused unless ``allow_slow`` is set.
 SLOW_RUN_SECONDS = 2 * 3600.0
 #: The model a CPU trains instead: the ``small`` preset, which ``train --dataset multi30k`` picks by
-#: itself on a machine without a CUDA GPU (the README's "Train a real translator" has its time).
+#: itself on a machine without a CUDA GPU (docs/training.md, "A real translator on a laptop", has its time).
 CPU_SIZED = "--preset small"
 #: Minutes that recipe took on Multi30k on 2 cores, fastest and slowest seed of the committed record
 #: (benchmarks/results/multi30k-cpu.json, ``summary.wall_minutes``; tests/test_prose.py compares them).
@@ -145,5 +145,5 @@ def slow_run_message(e: CpuEstimate, parameters: int, steps_per_epoch: int, devi
             f"{duration(e.run_seconds)} for {e.steps:,} steps (estimated from this CPU's speed now), and "
             f"{e.disk_bytes / 1e9:.1f} GB of disk for its checkpoints ({e.checkpoint_bytes / 1e6:,.0f} MB each, "
             f"--keep and best.pt). Train it on a GPU, or use the CPU-sized model ({CPU_SIZED}, the laptop "
-            f"recipe's: {CPU_SIZED_MINUTES[0]}-{CPU_SIZED_MINUTES[1]} minutes on 2 cores for Multi30k, see the "
-            f"README's \"Train a real translator\"), or pass --allow-slow (allow_slow=True) to start it anyway")
+            f"recipe's: {CPU_SIZED_MINUTES[0]}-{CPU_SIZED_MINUTES[1]} minutes on 2 cores for Multi30k, see "
+            f"docs/training.md, \"A real translator on a laptop\"), or pass --allow-slow (allow_slow=True) to start it anyway")

@@ -3,7 +3,7 @@
 A field left at ``None`` takes the value of the dataset's recipe (:data:`RECIPES`), then of
 the model preset. The ``dates`` recipe is tuned so that ``python -m minitransformer train``
 reaches 99% exact match on held-out dates quickly on a CPU (the measured time is in the
-README, "How long training takes"): a 2+2-layer d_model=64 model, 2,000-token batches
+docs/training.md, "How long training takes"): a 2+2-layer d_model=64 model, 2,000-token batches
 (108 steps per epoch), a gentle peak learning rate (factor 0.3, warm-up 400: 0.0019), no
 dropout, and a stop as soon as every validation date comes out right. With the token tables
 started from N(0, 1/d_model) (the default), factor 0.3 reached that target after 213, 351 and
@@ -15,7 +15,7 @@ a GPU, with a warm-up shortened to the size of the data set. On a machine withou
 ``multi30k`` takes its laptop recipe instead (:data:`CPU_RECIPES`): the ``small`` model (d_model
 256, 3+3 layers, 7.6M weights with its 8,000-token vocabulary), 10 epochs, and validation BLEU on
 the first 300 sentences, which reaches a test2016 BLEU in the high 30s in under an hour on 2 cores
-(the README's "Train a real translator" gives the measured figures).
+(docs/training.md, "A real translator on a laptop", gives the measured figures).
 """
 
 from __future__ import annotations
