@@ -770,7 +770,8 @@ def test_the_command_refuses_a_missing_path(capsys):
 
 
 def test_the_notebook_time_limit_stops_a_slow_notebook():
-    from minitransformer.grading._sandbox import KernelPackage, run_plan
+    from minitransformer.grading._sandbox import KernelPackage
+    from minitransformer.grading._submission import run_plan
 
     package = KernelPackage()
     try:
@@ -782,7 +783,8 @@ def test_the_notebook_time_limit_stops_a_slow_notebook():
 
 
 def test_a_submission_sees_a_private_folder_and_none_of_the_graders_secrets(monkeypatch):
-    from minitransformer.grading._sandbox import KernelPackage, run_plan
+    from minitransformer.grading._sandbox import KernelPackage
+    from minitransformer.grading._submission import run_plan
 
     monkeypatch.setenv("GRADER_SECRET_TOKEN", "s3cret")
     package = KernelPackage()
@@ -798,7 +800,8 @@ def test_a_submission_sees_a_private_folder_and_none_of_the_graders_secrets(monk
 
 
 def test_the_memory_limit_stops_a_greedy_cell():
-    from minitransformer.grading._sandbox import KernelPackage, run_plan
+    from minitransformer.grading._sandbox import KernelPackage
+    from minitransformer.grading._submission import run_plan
 
     package = KernelPackage()
     try:
@@ -989,7 +992,7 @@ def test_putting_it_together_in_03_blames_the_right_task(wrong, blamed):
 
 
 def test_partial_credit_counts_each_passing_part():
-    from minitransformer.grading._remote import RunResult
+    from minitransformer.grading._submission import RunResult
     from minitransformer.grading.notebooks import Report, _score
 
     ref = G.load_references()["06_decoder_and_masking"]

@@ -483,15 +483,3 @@ class Sandboxed:
                 pass
         shutil.rmtree(self.private, ignore_errors=True)
         return code
-
-
-def run_plan(plan: dict[str, Any], package: KernelPackage, *, cell_timeout: float, notebook_timeout: float,
-             memory_mb: int, sandbox: bool = True) -> Any:
-    """Run the code cells of ``plan`` (``{"cells": [{"kind": "code", "source": ...}, ...]}``) in a sandbox.
-
-    Returns a :class:`._remote.RunResult`; check cells (``"kind": "check"``) run in this process.
-    """
-    from ._remote import check_functions, run_submission
-
-    return run_submission(plan["cells"], package, notebook=None, sandbox=sandbox, cell_timeout=cell_timeout,
-                          notebook_timeout=notebook_timeout, memory_mb=memory_mb, checks=check_functions())

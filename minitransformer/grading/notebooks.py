@@ -251,8 +251,9 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
     """
     import nbformat
 
-    from ._remote import check_functions, run_submission
     from ._sandbox import INSTALL_HINT, KernelPackage, sandbox_available
+    from ._submission import run_submission
+    from .checks import check_functions
 
     check_limits(timeout, notebook_timeout)
     if sandbox is None:

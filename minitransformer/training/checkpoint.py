@@ -20,13 +20,15 @@ from it: its tokenizer must parse and its config must agree with the shapes of i
 
 Paper, section 6.1: the base models were used as "a single model obtained by averaging the
 last 5 checkpoints"; see :func:`average_checkpoints`. Taught in lesson 08.
+
+Where a run's checkpoints are (their file names, the newest one, the one a resume continues from)
+is :mod:`.checkpoint_files`; its names are importable from here too.
 """
 
 from __future__ import annotations
 
 import pickle
 import random
-import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,78 +42,24 @@ from ..config import TransformerConfig
 from ..data import SharedTokenizer
 from ..model import Transformer
 from ..utils import atomic_write
+from .checkpoint_files import (  # noqa: F401 - re-exported
+    BEST,
+    CHECKPOINT_PATTERN,
+    REPLACED_RUN,
+    checkpoint_path,
+    checkpoint_step,
+    checkpoint_to_resume,
+    latest_checkpoint,
+    list_checkpoints,
+    run_folder_of,
+)
 
 FORMAT = "minitransformer-checkpoint"
-BEST = "best.pt"  # copy of the checkpoint with the best validation figure
-#: Where ``--overwrite`` keeps the earlier run's files until the new run has written a checkpoint.
-REPLACED_RUN = ".replaced-run"
 FORMAT_VERSION = 1
-CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)\.pt$")
 
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be used: unreadable, foreign, or for another model."""
-
-
-def checkpoint_path(folder: str | Path, step: int) -> Path:
-    """Where the checkpoint of optimizer step ``step`` goes: ``folder/checkpoint-00001234.pt``."""
-    return Path(folder) / f"checkpoint-{step:08d}.pt"
-
-
-def list_checkpoints(folder: str | Path) -> list[Path]:
-    """The checkpoints of a run folder, oldest (lowest step) first.
-
-    Args:
-        folder: a run's output folder.
-
-    Returns:
-        Paths of the files named ``checkpoint-<step>.pt``; empty if there are none.
-    """
-    folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := CHECKPOINT_PATTERN.match(p.name))]
-    return [p for _, p in sorted(found)]
-
-
-def latest_checkpoint(path: str | Path) -> Path:
-    """``path`` itself if it is a file, else the newest checkpoint in the folder ``path``.
-
-    Raises:
-        FileNotFoundError: no such file, or a folder without checkpoints.
-    """
-    path = Path(path)
-    if path.is_file():
-        return path
-    if path.is_dir():
-        found = list_checkpoints(path)
-        if not found:
-            aside = list_checkpoints(path / REPLACED_RUN)
-            where = (f" (the {len(aside)} checkpoint(s) of an earlier run are in {path / REPLACED_RUN}, set aside "
-                     "by an --overwrite run that stopped before its first checkpoint; `train --resume` with this "
-                     "folder puts them back and continues)") if aside else ""
-            raise FileNotFoundError(f"the folder {path} holds no checkpoint-<step>.pt files{where}")
-        return found[-1]
-    raise FileNotFoundError(f"no checkpoint file or run folder at {path}")
-
-
-def checkpoint_to_resume(place: str | Path) -> Path:
-    """The checkpoint a ``--resume`` of ``place`` (a checkpoint file or a run folder) continues from.
-
-    Like :func:`latest_checkpoint`, but a run folder whose checkpoints an interrupted
-    ``--overwrite`` left in ``<folder>/.replaced-run`` gives the newest of those (the run puts
-    them back before it starts).
-    """
-    path = Path(place)
-    if path.is_dir() and not list_checkpoints(path) and list_checkpoints(path / REPLACED_RUN):
-        return list_checkpoints(path / REPLACED_RUN)[-1]
-    return latest_checkpoint(path)
-
-
-def run_folder_of(checkpoint: str | Path) -> Path:
-    """The run folder a checkpoint file belongs to (its folder; the run's for one in ``.replaced-run``)."""
-    folder = Path(checkpoint).parent
-    return folder.parent if folder.name == REPLACED_RUN else folder
 
 
 # --- random states ------------------------------------------------------------
@@ -498,12 +446,6 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:
     averaged["model"] = model
     averaged["averaged_from"] = [str(p) for p in paths]
     return averaged
-
-
-def checkpoint_step(path: str | Path) -> int | None:
-    """The step in a checkpoint's file name (``checkpoint-00000030.pt`` -> 30), or None."""
-    match = CHECKPOINT_PATTERN.match(Path(path).name)
-    return int(match.group(1)) if match else None
 
 
 def check_average_target(path: str | Path, force: bool = False) -> Path:
