@@ -44,7 +44,11 @@ for (const [i, s] of leaves.entries()) {
   const h = s.scrollHeight;
   const heading = s.querySelector('h1, h2, h3, h4');
   const first = s.querySelector('.jp-Cell');
-  out.push({index: i, height: h, title: heading ? heading.textContent.trim().slice(0, 60) : '',
+  // What fills the slide: M (markdown) or C (code), then input/output heights in px.
+  const parts = [...s.querySelectorAll('.jp-Cell')].map(c => (c.classList.contains('jp-CodeCell') ? 'C' : 'M') + ':' +
+    (c.querySelector('.jp-InputArea') ? c.querySelector('.jp-InputArea').offsetHeight : 0) + '/' +
+    (c.querySelector('.jp-OutputArea') ? c.querySelector('.jp-OutputArea').offsetHeight : 0));
+  out.push({index: i, height: h, parts: parts.join(' '), title: heading ? heading.textContent.trim().slice(0, 60) : '',
             starts_with_code: first ? first.classList.contains('jp-CodeCell') : false});
   [s.style.display, s.style.position, s.style.top, s.style.overflow, s.style.height] = old;
   if (parent) parent.style.display = oldParent;
@@ -117,7 +121,7 @@ def main() -> int:
                     print(f"{key}: {len(slides)} slides, {len(over)} taller than {window_h} px "
                           f"(tallest {report[key]['tallest']} px), {report[key]['start_with_code']} start with code")
                     for s in over:
-                        print(f"    slide {s['index']:>3}: {s['height']:>5} px  {s['title']}")
+                        print(f"    slide {s['index']:>3}: {s['height']:>5} px  {s['title'][:40]:<40}  {s['parts']}")
                     if args.shots:
                         Path(args.shots).mkdir(parents=True, exist_ok=True)
                         driver.save_screenshot(str(Path(args.shots) / f"{Path(notebook).stem}_{width}x{height}_first.png"))
