@@ -278,7 +278,7 @@ def _train_options(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Any, 
 
 def _run_train(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .training import train
-    from .training.trainer import finished_reason
+    from .training.stopping import finished_reason
 
     _check_device(args.device)
     options, checkpoint, path = _train_options(args, argv)

@@ -15,7 +15,8 @@ Ctrl-C asks it to stop. Each optimizer step:
 On a CPU it first picks PyTorch's thread count and refuses a run estimated to take hours
 unless ``allow_slow`` is set (see :mod:`minitransformer.training.cpu`).
 Progress is a plain text bar per epoch (no Jupyter widgets, so it also reads in RISE
-slides), titled with the stop rule; ``TQDM_DISABLE=1`` silences it.
+slides), titled with the stop rule; ``TQDM_DISABLE=1`` silences it. When a run stops (its
+epochs, its step limit, its quality target) is :mod:`.stopping`.
 """
 
 from __future__ import annotations
@@ -35,13 +36,15 @@ from torch import nn
 from ..data import Batch, SharedTokenizer, TokenBatchSampler, collate_pairs
 from ..evaluation import METRICS, translate_sentences
 from ..model import Transformer
-from .checkpoint import BEST, atomic_copy, capture_rng_state, checkpoint_path, list_checkpoints, save_checkpoint
+from .checkpoint import atomic_copy, capture_rng_state, save_checkpoint
+from .checkpoint_files import BEST, checkpoint_path, list_checkpoints
 from .corpus import IdPairs, Pairs
 from .distributed import DistInfo, StopRequest, all_gather_objects, all_reduce_sum, barrier
 from .loss import label_smoothed_nll
 from .cpu import SLOW_RUN_SECONDS, CpuEstimate, SlowRunError, choose_threads, estimate_cpu_run, slow_run_message
 from .options import TrainOptions
 from .runlog import RunLog
+from .stopping import check_steps, finished_reason, stop_rule
 
 class DivergedError(RuntimeError):
     """Training met a non-finite loss (or gradient): it stopped before that step changed the weights."""
@@ -50,35 +53,10 @@ class DivergedError(RuntimeError):
 RUNNING_ZERO = dict(epoch_loss=0.0, epoch_tokens=0.0, loss=0.0, nll=0.0, tgt=0, all=0)
 
 
-def finished_reason(options: TrainOptions, step: int, epoch: int, batches_done: int, metrics: dict[str, Any],
-                    metric: str) -> str | None:
-    """Why a run at this point has nothing left to train (None: it has).
-
-    Args:
-        options: the resolved options of the run (as resumed).
-        step, epoch, batches_done: where the run stands (epoch counts completed epochs).
-        metrics: its figures (``val_<metric>`` is the latest validation figure).
-        metric: "exact_match" or "bleu".
-    """
-    o = options
-    if o.max_steps is not None and step >= o.max_steps:
-        return f"it reached --max-steps {o.max_steps}"
-    if o.epochs is not None and epoch >= o.epochs and batches_done == 0:
-        return f"it trained the {o.epochs} epochs of --epochs"
-    reached = metrics.get("val_" + metric, -math.inf)
-    if o.target is not None and o.target > 0 and reached >= o.target:
-        return f"validation {_metric_text(metric, reached)} reached --target {o.target:g}"
-    return None
-
-
 def _in_jupyter_kernel() -> bool:
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
     return type(shell).__name__ == "ZMQInteractiveShell"
-
-
-def _metric_text(metric: str, value: float) -> str:
-    return f"exact match {100 * value:.1f}%" if metric == "exact_match" else f"BLEU {value:.2f}"
 
 
 class Trainer:
@@ -191,15 +169,8 @@ class Trainer:
         return math.ceil(len(self.sampler) / self.options.accumulate)
 
     def check_steps(self) -> set[int]:
-        """Steps into an epoch (1-based) after which the quality target is checked, the epoch's end aside.
-
-        Empty without a target or with ``checks_per_epoch`` of 1 (or None): then only epoch ends.
-        """
-        o = self.options
-        n, total = o.checks_per_epoch or 1, self.steps_per_epoch()
-        if o.target is None or o.target <= 0 or n <= 1:
-            return set()
-        return {round(k * total / n) for k in range(1, n)} - {0, total}
+        """Steps into an epoch (1-based) after which the quality target is checked (see :func:`.stopping.check_steps`)."""
+        return check_steps(self.options, self.steps_per_epoch())
 
     def _windows(self) -> Iterator[tuple[int, list[list[int]]]]:
         """This epoch's batches in groups of ``accumulate``, from ``batches_done`` on."""
@@ -320,21 +291,8 @@ class Trainer:
         return finished_reason(self.options, self.step, self.epoch, self.batches_done, self.metrics, self.metric)
 
     def stop_rule(self) -> str:
-        """When training stops, in words: "for at most 8 epochs (864 steps); earlier once ..."."""
-        o = self.options
-        limits = []
-        if o.epochs is not None:
-            limits.append(f"{o.epochs} epochs ({o.epochs * self.steps_per_epoch():,} steps)")
-        if o.max_steps is not None:
-            limits.append(f"{o.max_steps:,} steps")
-        text = "for at most " + " or ".join(limits) if limits else "without a step limit"
-        if o.target is not None and o.target > 0:
-            goal = f"{100 * o.target:g}% exact match" if self.metric == "exact_match" else f"BLEU {o.target:g}"
-            checks = self.check_steps()
-            when = "after each epoch" if not checks else \
-                f"{len(checks) + 1} times per epoch (every ~{self.steps_per_epoch() // (len(checks) + 1)} steps)"
-            text += f"; it stops earlier once the validation set reaches {goal}, checked {when}"
-        return text
+        """When training stops, in words (see :func:`.stopping.stop_rule`)."""
+        return stop_rule(self.options, self.metric, self.steps_per_epoch())
 
     def _progress_bar(self) -> Any:
         """A text bar over this epoch's steps (not widgets: they fail in RISE slides), on the main process."""
