@@ -126,7 +126,9 @@ def test_importing_the_package_leaves_ctrl_c_alone() -> None:
     # A notebook or a script that imports the package keeps Python's KeyboardInterrupt.
     code = ("import signal, minitransformer\n"
             "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, signal.getsignal(signal.SIGINT)")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    # Ctrl-C's default in the child, as from a terminal: a background job (nohup, CI) may inherit SIGINT ignored.
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def test_done_gives_ctrl_c_back_and_leaves_other_handlers_alone(monkeypatch: pytest.MonkeyPatch) -> None:
