@@ -57,8 +57,9 @@ class LessonPlan:
                    f"({self.further_slides} more slide{'s' if self.further_slides > 1 else ''}) "
                    f"{'are' if self.further_sections > 1 else 'is'} "
                    "for a second reading" if self.further_sections else "there is no going-further section")
-        ran = (f" Its code ran in {self.ran_seconds} s when the notebook was last executed (`jupyter nbconvert "
-               "--execute` on a 2-core CPU; a timing cell near the end measures it)." if self.ran_seconds is not None
+        ran = (f" Its code ran in {self.ran_seconds} s when the notebook was last executed top to bottom "
+               "(nbclient, the engine of `jupyter nbconvert --execute`, on a 2-core CPU; a timing cell near the end "
+               "measures it)." if self.ran_seconds is not None
                else "")
         return (f"**Time:** about {self.class_minutes} minutes in class: {self.main_slides} slides on the main path, "
                 f"at about {MINUTES_PER_SLIDE:g} minutes a slide; {further}.{ran}")
@@ -129,9 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         p = plan(path)
         print(f"{p.name:<32} main {p.main_slides:>2} slides (~{p.class_minutes} min), going further "
               f"{p.further_sections} sections / {p.further_slides} slides, ran in {p.ran_seconds} s")
-        if args.write or args.check:
-            if not write_time_line(path, check=args.check):
-                stale.append(path.name)
+        if (args.write or args.check) and not write_time_line(path, check=args.check):
+            stale.append(path.name)
     if args.check and stale:
         print(f"out of date: {', '.join(stale)} (run python tools/lesson_plan.py --write)", file=sys.stderr)
         return 1

@@ -160,8 +160,8 @@ def lessons_block(data: Data, old: str) -> str:
         times.append(f"{found.group(1)} s" if found else "no time")
     return "\n".join(rows) + (
         f"\n\n*In class*: the slides of the main path at about {lesson_plan.MINUTES_PER_SLIDE:g} minutes each "
-        "(`tools/lesson_plan.py`). *Last ran in*: what the stored notebook took when it was last executed with "
-        "`jupyter nbconvert --execute` on a 2-core CPU, as its timing cell printed it (— where none is stored). "
+        "(`tools/lesson_plan.py`). *Last ran in*: what the stored notebook's code took when it was last executed top to "
+        "bottom (by nbclient, the engine of `jupyter nbconvert --execute`) on a 2-core CPU, as its timing cell printed it (— where none is stored). "
         "Lessons 07 and 08 spend most of it training the small dates model, whose cell prints its time "
         f"(as stored, lesson 07's cell printed {times[0]} and lesson 08's {times[1]}).")
 
