@@ -16,7 +16,7 @@ the device's memory is refused, and a beam wider than the vocabulary is cut to i
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -193,7 +193,8 @@ def beam_memory(config: TransformerConfig, rows: int, src_len: int, out_len: int
 def beam_search(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None, beam_size: int = 4,
                 alpha: float = 0.6, max_extra_len: int = 50, max_len: int | None = None,
                 src_mask: Tensor | None = None, use_cache: bool = True,
-                banned_ids: Sequence[int] | None = None) -> Tensor:
+                banned_ids: Sequence[int] | None = None,
+                on_finished: Callable[[int, Tensor, float, float, bool], None] | None = None) -> Tensor:
     """Beam search with length penalty, batched over sentences and beams (paper, section 6.1).
 
     Each sentence keeps ``beam_size`` live hypotheses. A candidate that ends with the end
@@ -218,6 +219,12 @@ def beam_search(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None
         use_cache: reuse keys and values of earlier steps.
         banned_ids: token ids never generated; default (None) the pad id and ``bos_id``
             (see :func:`greedy_decode`).
+        on_finished: called for every hypothesis that finishes, in the order found, as
+            ``on_finished(sentence, ids, log_prob, score, ended)``: the sentence's index in the
+            batch, its ids (1 + L,) from ``bos_id``, log P(Y), the score log P(Y) / lp(Y) the search
+            ranks by, and whether it ended with the end token (False: cut at the length limit).
+            It shows what the search weighed besides its winner
+            (:func:`minitransformer.playground.beam_hypotheses`).
 
     Returns:
         Token ids (B, 1 + L) beginning with ``bos_id``, each row ending with its end token
@@ -272,6 +279,10 @@ def beam_search(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None
         finishing &= ~done[:, None] & torch.isfinite(top_scores)
         normalised = torch.where(finishing, top_scores / length_penalty(step + 1, alpha),
                                  torch.tensor(float("-inf"), device=device))  # (B, 2K)
+        if on_finished is not None:
+            for b, j in finishing.nonzero().tolist():
+                ids = torch.cat([ys[b * k + beam_of[b, j]], token_of[b, j].view(1)])  # (step + 2,)
+                on_finished(b, ids, float(top_scores[b, j]), float(normalised[b, j]), bool(is_end[b, j]))
         step_best, step_arg = normalised.max(dim=-1)  # (B,)
         improved = step_best > best_score  # (B,)
         if bool(improved.any()):

@@ -1,11 +1,10 @@
 """Lesson 08: what beam search keeps, and how the length penalty ranks it.
 
-:func:`~minitransformer.decoding.beam_search` returns only its winner. To show the choice,
-:func:`beam_hypotheses` runs the same search on one sentence (the same steps, the same
-helpers for the logits, the same ranking and stopping rules) and keeps every hypothesis that
-finished, with its log-probability log P(Y), its length L (tokens after the start token) and its
-score log P(Y) / lp(L), lp(L) = ((5 + L) / 6)^alpha. Its winner is ``beam_search``'s output (the
-tests check it), and with ``beam_size=1`` it is greedy decoding.
+:func:`~minitransformer.decoding.beam_search` returns only its winner; its ``on_finished`` hook
+reports every hypothesis that finished. :func:`beam_hypotheses` collects them for one sentence,
+with its log-probability log P(Y), its length L (tokens after the start token) and its score
+log P(Y) / lp(L), lp(L) = ((5 + L) / 6)^alpha. Its winner is ``beam_search``'s output (the tests
+check it), and with ``beam_size=1`` it is greedy decoding.
 
 Raising ``alpha`` divides long hypotheses' (more negative) log-probabilities by more, so it
 favours longer outputs; ``alpha = 0`` ranks by log P(Y) alone, which favours short ones.
@@ -21,15 +20,7 @@ import torch
 from matplotlib.figure import Figure, SubFigure
 from torch import Tensor
 
-from ..decoding import (  # the search's own steps
-    _check_alpha,
-    _check_int,
-    _check_max_len,
-    _encode,
-    _next_logits,
-    _prepare,
-    length_penalty,
-)
+from ..decoding import beam_search, length_penalty
 from ..model import Transformer
 from ._checks import check_int
 from .controls import check_figure, figure_size
@@ -90,7 +81,6 @@ class BeamHypotheses:
     steps: int
 
 
-@torch.no_grad()
 def beam_hypotheses(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None, beam_size: int = 4,
                     alpha: float = 0.6, max_extra_len: int = 50, max_len: int | None = None,
                     banned_ids: Sequence[int] | None = None) -> BeamHypotheses:
@@ -116,51 +106,17 @@ def beam_hypotheses(model: Transformer, src: Tensor, bos_id: int, eos_id: int | 
     if isinstance(src, Tensor) and src.dim() == 2 and src.size(0) != 1:
         raise ValueError(f"beam_hypotheses follows one sentence: expected src of shape (S,) or (1, S), "
                          f"got {tuple(src.shape)}")
-    banned = _prepare(model, src, bos_id, eos_id, banned_ids)
-    _check_int(beam_size, "beam_size", 1)
-    _check_int(max_extra_len, "max_extra_len", 0)
-    alpha = _check_alpha(alpha)
-    if max_len is not None:
-        _check_max_len(model, max_len)
-    config = model.config
-    k = min(beam_size, config.tgt_vocab_size)
-    limit = max_len if max_len is not None else int((src != config.pad_id).sum()) + max_extra_len
-    limit = max(1, min(limit, config.max_len))
-    memory, src_mask = _encode(model, src, None)  # (1, S, D), (1, 1, 1, S)
-    memory = memory.repeat_interleave(k, dim=0)  # (K, S, D)
-    src_mask = src_mask.repeat_interleave(k, dim=0)  # (K, 1, 1, S)
-    cache = model.new_cache()
-    ys = torch.full((k, 1), bos_id, dtype=torch.long, device=src.device)  # (K, 1)
-    scores = torch.full((k,), float("-inf"), device=src.device)  # (K,): only the first beam is live at the start
-    scores[0] = 0.0
     finished: list[Hypothesis] = []
-    step = 0
-    for step in range(limit):
-        log_probs = torch.log_softmax(_next_logits(model, ys, memory, src_mask, cache, banned), dim=-1)  # (K, V)
-        vocab = log_probs.size(-1)
-        candidates = (scores[:, None] + log_probs).view(-1)  # (K*V,)
-        top_scores, top_index = candidates.topk(min(2 * k, k * vocab))  # (2K,)
-        beam_of, token_of = top_index // vocab, top_index % vocab  # (2K,), (2K,)
-        is_end = token_of == (eos_id if eos_id is not None else -1)  # (2K,)
-        rank = torch.arange(top_index.numel(), device=src.device)  # (2K,)
-        at_limit = step + 1 >= limit
-        # As in beam_search: end tokens among the best K finish; at the limit every live one among them does.
-        finishing = (is_end | at_limit) & (rank < k) & torch.isfinite(top_scores)  # (2K,)
-        penalty = float(length_penalty(step + 1, alpha))
-        for j in finishing.nonzero().flatten().tolist():
-            ids = ys[beam_of[j]].tolist() + [int(token_of[j])]
-            log_prob = float(top_scores[j])
-            finished.append(Hypothesis(ids, log_prob, step + 1, log_prob / penalty, bool(is_end[j])))
-        if len(finished) >= k or at_limit:
-            break
-        order = torch.argsort(is_end.float() * top_index.numel() + rank)[:k]  # (K,): the best K that go on
-        scores = top_scores[order]  # (K,)
-        parent = beam_of[order]  # (K,)
-        ys = torch.cat([ys[parent], token_of[order][:, None]], dim=1)  # (K, step + 2)
-        cache.reorder(parent)
+
+    def keep(_: int, ids: Tensor, log_prob: float, score: float, ended: bool) -> None:
+        finished.append(Hypothesis(ids.tolist(), log_prob, ids.numel() - 1, score, ended))
+
+    beam_search(model, src, bos_id, eos_id, beam_size, alpha, max_extra_len, max_len, banned_ids=banned_ids,
+                on_finished=keep)
     # sorted() is stable, so among equal scores the hypothesis found first stays first, as in beam_search.
     ranked = sorted(finished, key=lambda h: -h.score)
-    return BeamHypotheses(ranked, ranked[0], k, alpha, step + 1)
+    return BeamHypotheses(ranked, ranked[0], min(beam_size, model.config.tgt_vocab_size), float(alpha),
+                          max(h.length for h in ranked))
 
 
 def sentence_beams(model: Transformer, tokenizer: SentenceTokenizer, sentence: str, beam_size: int = 4,
