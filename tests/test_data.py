@@ -98,14 +98,15 @@ def test_multi30k_default_folder_is_the_user_cache(monkeypatch: pytest.MonkeyPat
 
 def test_multi30k_wrong_checksum_is_refused(tmp_path: Path) -> None:
     bogus = tmp_path / "val.de.gz"
-    bogus.write_bytes(gzip.compress(b"Kein echter Satz.\n"))
+    content = gzip.compress(b"Kein echter Satz.\n", mtime=0)  # mtime fixed: the same bytes on every call
+    bogus.write_bytes(content)
     actual = m30k.sha256_of(bogus)
     with pytest.raises(ChecksumError) as info:
         load_multi30k("validation", data_dir=tmp_path, download=False)
     message = str(info.value)
     assert "val.de.gz" in message
     assert m30k.SHA256["val.de.gz"] in message and actual in message
-    assert bogus.read_bytes() == gzip.compress(b"Kein echter Satz.\n")  # refused, not replaced
+    assert bogus.read_bytes() == content  # refused, not replaced
 
 
 def test_multi30k_missing_files_are_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
