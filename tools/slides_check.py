@@ -2,7 +2,8 @@
 
 Starts JupyterLab (with jupyterlab-rise) on a free port, opens each lesson at ``/rise/<path>``
 (what *View > Render as Reveal Slideshow* shows) in headless Chromium, and measures the height of
-every slide's content against the window. Optionally saves a screenshot of the tallest slides.
+every slide's content against the window. Optionally saves a screenshot of the first slide and of each slide taller than the window
+(shown alone at the top, so what falls below the window's bottom edge is what a room would not see).
 
 Needs: ``jupyter lab`` with jupyterlab-rise in the current environment, Chromium and chromedriver
 (e.g. ``apt-get install chromium chromium-driver``), and ``selenium`` importable by the Python that
@@ -54,6 +55,28 @@ for (const [i, s] of leaves.entries()) {
   if (parent) parent.style.display = oldParent;
 }
 return out;
+"""
+
+
+# Show leaf slide ``i`` alone at the top of the window, every fragment visible (for a screenshot of a tall
+# slide); the page is reloaded afterwards, so nothing needs restoring.
+SHOW_JS = """
+const i = arguments[0];
+const leaves = [...document.querySelectorAll('.reveal .slides section')].filter(s => !s.querySelector('section'));
+const s = leaves[i];
+const chain = [s];
+for (let up = s.parentElement.closest('section'); up; up = up.parentElement.closest('section')) chain.push(up);
+document.querySelectorAll('.reveal .slides section').forEach(x => {
+  if (!chain.includes(x)) x.style.display = 'none';
+});
+for (const x of chain) {
+  x.classList.remove('past', 'future', 'stack');
+  x.classList.add('present');
+  Object.assign(x.style, {display: 'block', opacity: '1', visibility: 'visible', transform: 'none'});
+}
+Object.assign(s.style, {position: 'absolute', top: '0px', height: 'auto'});
+s.querySelectorAll('.fragment').forEach(f => f.classList.add('visible'));
+s.style.top = (-s.getBoundingClientRect().top) + 'px';  // its top edge at the window's
 """
 
 
@@ -125,6 +148,13 @@ def main() -> int:
                     if args.shots:
                         Path(args.shots).mkdir(parents=True, exist_ok=True)
                         driver.save_screenshot(str(Path(args.shots) / f"{Path(notebook).stem}_{width}x{height}_first.png"))
+                        for s in over:
+                            driver.execute_script(SHOW_JS, s["index"])
+                            time.sleep(0.5)
+                            name = f"{Path(notebook).stem}_{width}x{height}_slide{s['index']:03d}.png"
+                            driver.save_screenshot(str(Path(args.shots) / name))
+                        if over:
+                            driver.refresh()
             finally:
                 driver.quit()
     finally:
