@@ -92,6 +92,7 @@ def main() -> int:
     parser.add_argument("--size", action="append", default=None, help="window size WxH (repeatable)")
     parser.add_argument("--jupyter", default="jupyter", help="the jupyter executable that has jupyterlab-rise")
     parser.add_argument("--shots", default=None, help="folder for screenshots of slides taller than the window")
+    parser.add_argument("--every-slide", action="store_true", help="with --shots: a screenshot of every slide, not only the tall ones")
     parser.add_argument("--chromium", default="/usr/bin/chromium", help="the browser binary")
     parser.add_argument("--chromedriver", default="/usr/bin/chromedriver", help="the matching chromedriver")
     parser.add_argument("--wait", type=float, default=25.0, help="seconds to let a slideshow render")
@@ -148,12 +149,12 @@ def main() -> int:
                     if args.shots:
                         Path(args.shots).mkdir(parents=True, exist_ok=True)
                         driver.save_screenshot(str(Path(args.shots) / f"{Path(notebook).stem}_{width}x{height}_first.png"))
-                        for s in over:
+                        for s in slides if args.every_slide else over:
                             driver.execute_script(SHOW_JS, s["index"])
                             time.sleep(0.5)
                             name = f"{Path(notebook).stem}_{width}x{height}_slide{s['index']:03d}.png"
                             driver.save_screenshot(str(Path(args.shots) / name))
-                        if over:
+                        if over or args.every_slide:
                             driver.refresh()
             finally:
                 driver.quit()
