@@ -2,8 +2,9 @@
 
 Starts JupyterLab (with jupyterlab-rise) on a free port, opens each lesson at ``/rise/<path>``
 (what *View > Render as Reveal Slideshow* shows) in headless Chromium, and measures the height of
-every slide's content against the window. Optionally saves a screenshot of the first slide and of each slide taller than the window
-(shown alone at the top, so what falls below the window's bottom edge is what a room would not see).
+every slide's content against the window. Optionally saves a screenshot of the first slide and of
+each slide taller than the window, shown alone from its top edge: what falls below the window's
+bottom edge is what a room would not see.
 
 Needs: ``jupyter lab`` with jupyterlab-rise in the current environment, Chromium and chromedriver
 (e.g. ``apt-get install chromium chromium-driver``), and ``selenium`` importable by the Python that
@@ -30,10 +31,12 @@ from selenium.webdriver.chrome.service import Service
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# The leaf slides (sections without nested sections), in the order Reveal shows them.
+LEAVES_JS = "const leaves = [...document.querySelectorAll('.reveal .slides section')].filter(s => !s.querySelector('section'));"
+
 # Every leaf slide (a <section> without nested sections) is shown on its own, with all its
 # fragments visible, and its content height is measured; then the slide is hidden again.
-MEASURE_JS = """
-const leaves = [...document.querySelectorAll('.reveal .slides section')].filter(s => !s.querySelector('section'));
+MEASURE_JS = LEAVES_JS + """
 const out = [];
 for (const [i, s] of leaves.entries()) {
   const parent = s.parentElement.closest('section');
@@ -59,10 +62,9 @@ return out;
 
 
 # Show leaf slide ``i`` alone at the top of the window, every fragment visible (for a screenshot of a tall
-# slide); the page is reloaded afterwards, so nothing needs restoring.
-SHOW_JS = """
+# slide); nothing is restored, since the next lesson is loaded afresh.
+SHOW_JS = LEAVES_JS + """
 const i = arguments[0];
-const leaves = [...document.querySelectorAll('.reveal .slides section')].filter(s => !s.querySelector('section'));
 const s = leaves[i];
 const chain = [s];
 for (let up = s.parentElement.closest('section'); up; up = up.parentElement.closest('section')) chain.push(up);
@@ -154,8 +156,6 @@ def main() -> int:
                             time.sleep(0.5)
                             name = f"{Path(notebook).stem}_{width}x{height}_slide{s['index']:03d}.png"
                             driver.save_screenshot(str(Path(args.shots) / name))
-                        if over or args.every_slide:
-                            driver.refresh()
             finally:
                 driver.quit()
     finally:
