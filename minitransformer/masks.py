@@ -50,9 +50,12 @@ def make_causal_mask(size: int, device: torch.device | str | None = None) -> Ten
     Returns:
         Bool tensor of shape (1, 1, T, T), lower-triangular (diagonal included).
     """
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"size must be a positive integer sequence length, got {size!r}")
-    check_memory(size * size, f"make_causal_mask(size={size:,}) (a {size:,} x {size:,} bool mask)", device)
+    # Under torch.compile the size is a symbolic integer (it changes from batch to batch) and
+    # the checks are left out: formatting it fails, and reading the RAM's size splits the graph.
+    if not torch.compiler.is_compiling():
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"size must be a positive integer sequence length, got {size!r}")
+        check_memory(size * size, f"make_causal_mask(size={size:,}) (a {size:,} x {size:,} bool mask)", device)
     return torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]  # (1, 1, T, T)
 
 
