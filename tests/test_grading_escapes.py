@@ -83,21 +83,27 @@ def _class(root: Path) -> dict[str, Any]:
                  "    return minitransformer.scaled_dot_product_attention(query, key, value, mask)\n")
     _put(root, "reverse", reverse)
 
-    # 3: look for the checks, the reference and the solutions anywhere Python can see.
+    # 3: look for the checks, the reference and the solutions anywhere Python can see: one walk over every
+    # folder on sys.path, /usr and /opt (each pattern globbed on its own walked them four times, which a
+    # busy machine could not finish inside the cell's 10 s).
     _put(root, "seeker", _add(_blank(), "import math", """
-import sys, pathlib, importlib.util
-found = []
-for entry in sys.path + ['/usr', '/opt']:
-    base = pathlib.Path(entry or '.')
-    for pattern in ('**/grading/reference/*.json', '**/grading/attention_checks.py', '**/solutions/03_self_attention.ipynb',
-                    '**/grading/question_checks.py'):
-        try:
-            found += [str(p) for p in base.glob(pattern)][:3]
-        except OSError:
-            pass
+import os, sys, time, importlib.util
+started = time.monotonic()
+roots = sorted({os.path.realpath(entry or '.') for entry in sys.path + ['/usr', '/opt'] if os.path.isdir(entry or '.')})
+roots = [r for r in roots if not any(r != other and r.startswith(other.rstrip('/') + '/') for other in roots)]
+found, walked = [], 0
+for root in roots:
+    for folder, _, names in os.walk(root):
+        walked += len(names)
+        for name in names:
+            path = os.path.join(folder, name)
+            if (folder.endswith('/grading/reference') and name.endswith('.json')) or path.endswith(
+                    ('/grading/attention_checks.py', '/grading/question_checks.py', '/solutions/03_self_attention.ipynb')):
+                found.append(path)
 for module in ('minitransformer.grading.question_checks', 'minitransformer.grading.attention_checks'):
     if importlib.util.find_spec(module) is not None:
         found.append(module)
+print(f'SEEKER-WALKED {walked} files under {len(roots)} folders in {time.monotonic() - started:.1f} s')
 print('SEEKER-FOUND' if found else 'SEEKER-NOTHING', found[:5])
 """))
 
@@ -308,6 +314,8 @@ def test_1_2_the_sandbox_cannot_name_code_for_the_grader_to_run(escapes):
 def test_3_nothing_secret_is_visible_with_this_install(escapes):
     row = _row(escapes, "seeker")
     assert "SEEKER-NOTHING" in row["output"], row["output"][-2000:]
+    walked = next(ln for ln in row["output"].splitlines() if ln.startswith("SEEKER-WALKED"))
+    assert int(walked.split()[1]) > 1000, walked  # it did search: torch alone is thousands of files
     assert row["score"] == 0
 
 
@@ -358,7 +366,10 @@ def test_9_memory_is_limited_for_the_whole_submission(escapes):
     held = [ln for ln in row["output"].splitlines() if ln.startswith("HOG-HELD")]
     stopped = any("limit" in n for n in row["notes"])
     how = [ln for ln in escapes["run"].stdout.splitlines() if ln.startswith("graded ")]
-    assert stopped or (held and int(held[0].split()[1]) <= 2), (row["output"][-1500:], row["notes"], how)
+    # Either the whole submission was stopped, or the limit stopped a child and it ran on without
+    # it: then at most two of the three held their memory, and the report says so all the same.
+    assert not held or int(held[0].split()[1]) <= 2, (row["output"][-1500:], row["notes"], how)
+    assert stopped, (row["output"][-1500:], row["notes"], how)
 
 
 def test_10_rows_under_other_names_duplicates_and_formulas(escapes):

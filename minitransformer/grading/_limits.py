@@ -159,13 +159,23 @@ class Limits:
         """Why the submission was stopped by a limit, or None."""
         if self.exceeded or self.kind == "watchdog":
             return self.exceeded
+        # Counters of events, not of pressure: a process killed for memory (v2's memory.events, v1's
+        # memory.oom_control) or a fork refused. v1's memory.failcnt also counts the page cache
+        # reclaimed at the limit, which an honest submission that reads files causes; it is read
+        # only on kernels older than 4.13, whose oom_control has no oom_kill line.
         for group in self.groups:
-            for file, what in (("memory.events", "oom_kill"), ("memory.failcnt", ""), ("pids.events", "max")):
+            for file, what in (("memory.events", "oom_kill"), ("memory.oom_control", "oom_kill"),
+                               ("pids.events", "max")):
                 try:
                     text = (group / file).read_text()
                 except OSError:
                     continue
                 count = _counter(text, what)
+                if count is None and file == "memory.oom_control":
+                    try:
+                        count = _counter((group / "memory.failcnt").read_text(), "")
+                    except OSError:
+                        count = None
                 if count:
                     limit = f"{self.memory >> 20:,} MiB of memory" if "memory" in file else f"{self.processes} processes"
                     return f"it reached its limit of {limit} ({self.kind})"
@@ -177,14 +187,15 @@ class Limits:
             _remove(group)
 
 
-def _counter(text: str, key: str) -> int:
+def _counter(text: str, key: str) -> int | None:
+    """The number on the line ``key`` of a cgroup file (the whole file when ``key`` is empty); None when absent."""
     if not key:
         return int(text.strip() or 0)
     for line in text.splitlines():
         name, _, value = line.partition(" ")
         if name == key:
             return int(value or 0)
-    return 0
+    return None
 
 
 def _tree(root: int) -> list[int]:

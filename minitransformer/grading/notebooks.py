@@ -364,6 +364,9 @@ def _score(cells: list[dict[str, Any]], ref: dict[str, Any], run: Any, timeout: 
                            "the submission's process died" + (" (out of memory?)" if "MemoryError" in run.output else ""))
         stopped = f"not run: {why}"
         report.notes.append(stopped)
+    elif run.limit_hit:  # it ran to its end, but a process it started was killed, or a fork refused, at a limit
+        report.notes.append(f"the submission ran to its end, but {run.limit_hit}: a process it started was "
+                            "stopped or refused there, so the checks saw only what the rest computed")
     syntax = ""
     results = []
     by_id = {c["grade_id"]: i for i, c in enumerate(cells) if c["kind"] == "check"}
