@@ -47,6 +47,8 @@ pytestmark = pytest.mark.skipif(bool(_missing), reason="the site's browser test 
 PAGE_JS = r"""
 const done = arguments[arguments.length - 1];
 (async () => {
+  // On a busy machine the document was once found without a body here: wait for it.
+  while (!(document.body && document.readyState === 'complete')) { await new Promise(r => setTimeout(r, 50)); }
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
   const images = [...document.images];
   images.forEach(i => i.loading = 'eager');
@@ -202,8 +204,11 @@ def test_every_page_in_chromium(site, browser) -> None:
     ids: dict[Path, set[str]] = {}
     links: dict[str, set[str]] = {}
     for page in pages:
-        browser.get(f"{base}/{page}")
-        found = browser.execute_async_script(PAGE_JS)
+        for attempt in range(2):  # a page whose checks could not run (not one that failed them) is loaded again
+            browser.get(f"{base}/{page}")
+            found = browser.execute_async_script(PAGE_JS)
+            if "failure" not in found:
+                break
         if "failure" in found:
             problems.append(f"{page}: the page's checks failed to run: {found['failure']}")
             continue
