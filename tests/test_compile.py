@@ -105,3 +105,25 @@ def test_strict_compile_catches_a_graph_break() -> None:
     torch._dynamo.reset()
     with pytest.raises(Exception, match="(?i)sysconf|graph break|unsupported"):
         torch.compile(Breaks(), backend="eager", fullgraph=True)(torch.ones(2))
+
+
+def test_the_compiled_comparison_traces_our_model_to_one_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    # benchmarks/gpu_profile.py times a compiled step of our model against nn.Transformer's: a break in
+    # our graph would tilt the ratio. nn.Transformer is PyTorch's own and is compiled as it comes.
+    from minitransformer.profiling import compare_with_torch, synthetic_batches
+
+    real_compile = torch.compile
+    strict: list[bool] = []
+
+    def compile_ours_strictly(module: Any, **kwargs: Any) -> Any:
+        strict.append(isinstance(module, Transformer))
+        return real_compile(module, **{**kwargs, "backend": "eager", "fullgraph": isinstance(module, Transformer)})
+
+    monkeypatch.setattr(torch, "compile", compile_ours_strictly)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = Transformer(_config(dropout=0.0))
+    batches = synthetic_batches(40, batch_tokens=64, length=8, count=2)
+    found = compare_with_torch(model, batches, torch.device("cpu"), compile=True, steps=2, warmup=1)
+    assert strict == [True, False]
+    assert found["ours"]["tokens_per_s"] > 0 and found["torch"]["tokens_per_s"] > 0
