@@ -108,7 +108,8 @@ def cgroup():
 
 
 def _run_in(limits: _limits.Limits, code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], preexec_fn=limits.enter, capture_output=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", code], preexec_fn=limits.enter, capture_output=True, timeout=120,
+                          check=False)
 
 
 def test_a_cgroup_names_its_memory_limit_when_a_process_is_killed_for_memory(cgroup):
@@ -141,7 +142,16 @@ print('DONE')
 
 def test_a_cgroup_names_its_process_limit_when_a_fork_is_refused(cgroup):
     process = subprocess.run([sys.executable, "-c", _TREE, "12", "1"], preexec_fn=cgroup.enter, stdin=subprocess.DEVNULL,
-                             capture_output=True, timeout=120)
+                             capture_output=True, timeout=120, check=False)
     assert process.returncode != 0, process  # the parent could not start its 12 children under 8 processes
     reason = cgroup.hit()
     assert reason is not None and "8 processes" in reason, reason
+
+
+def test_failcnt_is_read_only_where_oom_control_has_no_oom_kill_line(tmp_path):
+    memory = dict(_limits._EVENT_COUNTERS)["memory"]
+    (tmp_path / "memory.failcnt").write_text("7\n")  # page cache reclaimed at the limit, no process killed
+    (tmp_path / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 0\n")
+    assert _limits._first_counter(tmp_path, memory) == 0
+    (tmp_path / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\n")  # a kernel before 4.13
+    assert _limits._first_counter(tmp_path, memory) == 7

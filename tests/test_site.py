@@ -204,7 +204,7 @@ def test_every_page_in_chromium(site, browser) -> None:
     ids: dict[Path, set[str]] = {}
     links: dict[str, set[str]] = {}
     for page in pages:
-        for attempt in range(2):  # a page whose checks could not run (not one that failed them) is loaded again
+        for _ in range(2):  # a page whose checks could not run (not one that failed them) is loaded again
             browser.get(f"{base}/{page}")
             found = browser.execute_async_script(PAGE_JS)
             if "failure" not in found:

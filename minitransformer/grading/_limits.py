@@ -159,25 +159,10 @@ class Limits:
         """Why the submission was stopped by a limit, or None."""
         if self.exceeded or self.kind == "watchdog":
             return self.exceeded
-        # Counters of events, not of pressure: a process killed for memory (v2's memory.events, v1's
-        # memory.oom_control) or a fork refused. v1's memory.failcnt also counts the page cache
-        # reclaimed at the limit, which an honest submission that reads files causes; it is read
-        # only on kernels older than 4.13, whose oom_control has no oom_kill line.
         for group in self.groups:
-            for file, what in (("memory.events", "oom_kill"), ("memory.oom_control", "oom_kill"),
-                               ("pids.events", "max")):
-                try:
-                    text = (group / file).read_text()
-                except OSError:
-                    continue
-                count = _counter(text, what)
-                if count is None and file == "memory.oom_control":
-                    try:
-                        count = _counter((group / "memory.failcnt").read_text(), "")
-                    except OSError:
-                        count = None
-                if count:
-                    limit = f"{self.memory >> 20:,} MiB of memory" if "memory" in file else f"{self.processes} processes"
+            for kind, sources in _EVENT_COUNTERS:
+                if _first_counter(group, sources):
+                    limit = f"{self.memory >> 20:,} MiB of memory" if kind == "memory" else f"{self.processes} processes"
                     return f"it reached its limit of {limit} ({self.kind})"
         return None
 
@@ -185,6 +170,29 @@ class Limits:
         self._stop.set()
         for group in self.groups:
             _remove(group)
+
+
+# Counters of events, not of pressure: a process killed for memory, or a fork refused. For each
+# limit the first file that a group has and that holds the key is read: v2's memory.events, v1's
+# memory.oom_control, and v1's memory.failcnt only on kernels older than 4.13, whose oom_control
+# has no oom_kill line (failcnt also counts the page cache that an honest submission's file reads
+# leave reclaimed at the limit).
+_EVENT_COUNTERS = (
+    ("memory", (("memory.events", "oom_kill"), ("memory.oom_control", "oom_kill"), ("memory.failcnt", ""))),
+    ("processes", (("pids.events", "max"),)),
+)
+
+
+def _first_counter(group: Path, sources: tuple[tuple[str, str], ...]) -> int | None:
+    """The count of the first (file, key) of ``sources`` that ``group`` has; None when it has none."""
+    for file, key in sources:
+        try:
+            count = _counter((group / file).read_text(), key)
+        except OSError:
+            continue
+        if count is not None:
+            return count
+    return None
 
 
 def _counter(text: str, key: str) -> int | None:
