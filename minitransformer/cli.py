@@ -1,4 +1,4 @@
-"""The command line: ``python -m minitransformer train | translate | attention | average | grade``.
+"""The command line: ``python -m minitransformer train | translate | attention | average | workspace | download | grade``.
 
     python -m minitransformer train                         # small model on dates (docs/training.md: its time)
     python -m minitransformer train --dataset multi30k      # the paper's base model (for a GPU)
@@ -7,6 +7,8 @@
     python -m minitransformer translate --checkpoint runs/multi30k --beam 4 < sentences.de
     python -m minitransformer attention --checkpoint runs/dates "Friday, March 3, 2023" --out maps/
     python -m minitransformer average --checkpoints runs/multi30k --last 5 --out runs/multi30k/averaged.pt
+    python -m minitransformer workspace my-course            # your own copy of the lessons and exercises
+    python -m minitransformer download                      # Multi30k and Tiny Shakespeare, once
     python -m minitransformer grade submissions/
 """
 
@@ -172,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minitransformer", description="Train and use the Transformer of "
                                      "'Attention Is All You Need'.")
     commands = parser.add_subparsers(dest="command", required=True,
-                                     metavar="{train,translate,attention,average,grade}")
+                                     metavar="{train,translate,attention,average,workspace,download,grade}")
     train = commands.add_parser("train", help="train a model (default: a small one on dates; docs/training.md, "
                                 "'How long training takes', gives its measured time)",
                                 description="Train a Transformer. With no options: a small model on English -> "
@@ -229,6 +231,20 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "training checkpoint of a run)")
     average.add_argument("--force", action="store_true", help="replace --out if it exists (never a training "
                                                               "checkpoint)")
+    workspace = commands.add_parser("workspace", help="copy the lessons and exercises into a folder of your own, "
+                                    "to run and edit there", description="Copy the lessons (notebooks/) and the "
+                                    "exercises (exercises/) of the course into OUT/notebooks and OUT/exercises, so "
+                                    "that running a lesson never writes over the stored one. Each lesson's Practice "
+                                    "link opens your copy of its exercise. A notebook you already have in OUT is "
+                                    "kept as it is: run it again after updating the course to get new lessons.")
+    workspace.add_argument("out", nargs="?", default="my-course", help="your folder (default: my-course)")
+    workspace.add_argument("--course", default=".", help="the course repository's root (default: the current "
+                                                         "folder)")
+    download = commands.add_parser("download", help="download the data sets that need the network, once (Multi30k, "
+                                   "Tiny Shakespeare)", description="Download and verify Multi30k (lesson 08 and "
+                                   "train --dataset multi30k) and Tiny Shakespeare (lesson 09) into the user cache, "
+                                   "so that the course then runs offline.")
+    download.add_argument("--data-dir", help="put Multi30k in this existing folder instead of the cache")
     commands.add_parser("grade", help="grade exercise notebooks; EXECUTES the submitted code (see: minitransformer "
                         "grade --help)", description="Grade exercise notebooks; the options are those of "
                         "python -m minitransformer.grading.")
@@ -356,68 +372,10 @@ def _check_sentences(sentences: list[str], from_stdin: bool, where: str = "stand
     return [k for k in range(len(sentences)) if k not in set(blank)]
 
 
-def _unfamiliar_input(sentences: list[str], tokenizer: Any, options: dict[str, Any],
-                      longest: int | None = None, numbers: Sequence[int] | None = None) -> list[str]:
-    """Warnings for sentences unlike anything the model was trained on (its answer is then a guess).
-
-    Any model: characters its vocabulary never saw; sentences of more tokens than ``longest``,
-    the longest training sentence. Multi30k: a sentence that looks like the wrong language
-    (:func:`~minitransformer.data.language.guess_language`). Dates: not a full date of the
-    source locale (or one whose weekday is not its date's), or a year outside the trained range.
-    Each warning names its sentence by its number in ``numbers`` (default: 1, 2, ...), which
-    counts from 1 as a user counts lines.
-    """
-    from .data.language import guess_language
-
-    warnings = []
-    known = {c for c in set("".join(sentences)) if not c.isspace()
-             and (tokenizer.token_to_id(c) != tokenizer.unk_id or tokenizer.token_to_id("\u2581" + c)
-                  != tokenizer.unk_id)}
-    dates = options.get("dataset") == "dates"
-    if dates:
-        import datetime
-
-        from babel.dates import format_date
-
-        from .data.dates import FIRST_YEAR, LAST_YEAR, parse_long_date, wrong_weekday
-
-        locale = options.get("src_locale", "en_US")
-        example = format_date(datetime.date(2023, 3, 3), format="full", locale=locale)
-    source = options.get("src_lang") if options.get("dataset") == "multi30k" else None
-    names = {"de": "German", "en": "English"}
-    for k, sentence in zip(numbers or range(1, len(sentences) + 1), sentences):
-        unknown = sorted({c for c in sentence if not c.isspace() and c not in known})
-        if unknown:
-            shown = " ".join(repr(c) for c in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
-            warnings.append(f"sentence {k} has characters the model's vocabulary never saw ({shown}): "
-                            "they are read as <unk>, so its translation is a guess")
-        if longest is not None and (n := len(tokenizer.encode(sentence))) > longest:
-            warnings.append(f"sentence {k} is {n} tokens long, longer than every training sentence (at most "
-                            f"{longest}): the model never learned positions this far, so expect its translation "
-                            "to lose or repeat parts; split it into shorter sentences")
-        if source in names and (looks := guess_language(sentence)) is not None and looks != source:
-            warnings.append(f"sentence {k} ({sentence[:40]!r}) looks {names.get(looks, looks)}, but this model "
-                            f"translates from {names[source]}: its translation is a guess")
-        if dates:
-            date = parse_long_date(sentence, locale)
-            if date is None and (date := wrong_weekday(sentence, locale)) is not None:
-                right = format_date(date, format="full", locale=locale)
-                warnings.append(f"sentence {k} ({sentence[:60]!r}): the weekday does not match the date, which "
-                                f"is {right!r}; this model saw only real dates, so its translation is a guess")
-            elif date is None:
-                warnings.append(f"sentence {k} ({sentence[:60]!r}) is not a full {locale} date such as "
-                                f"{example!r}, the only kind of sentence this model was trained on: its "
-                                "translation is a guess")
-            if date is not None and not FIRST_YEAR <= date.year <= LAST_YEAR:
-                warnings.append(f"sentence {k} names the year {date.year}, outside the years this model was "
-                                f"trained on ({FIRST_YEAR}-{LAST_YEAR}): its translation is a guess")
-    return warnings
-
-
 def _run_translate(args: argparse.Namespace) -> int:
     import math
 
-    from .evaluation import check_source_length, translate_with_notes
+    from .evaluation import check_source_length, training_length, translate_with_notes, unfamiliar_input
     from .training import load_model
     from .utils import get_device
 
@@ -444,7 +402,7 @@ def _run_translate(args: argparse.Namespace) -> int:
     for number, ids in zip(numbers, encoded):
         check_source_length(model, ids, f"sentence {number}")
     beam = _beam_size(args.beam, model, args.batch_size, max(map(len, encoded)), args.extra_length, device)
-    warnings = _unfamiliar_input(sentences, tokenizer, checkpoint.get("options", {}),
+    warnings = unfamiliar_input(sentences, tokenizer, checkpoint.get("options", {}),
                                  training_length(checkpoint, args.checkpoint), numbers)
     translations, notes = translate_with_notes(model, tokenizer, sentences, device, args.batch_size,
                                                args.extra_length, beam_size=beam, alpha=args.alpha)
@@ -458,26 +416,6 @@ def _run_translate(args: argparse.Namespace) -> int:
     for line in out:
         print(line, flush=True)
     return 0
-
-
-def training_length(checkpoint: dict[str, Any], path: str | Path) -> int | None:
-    """Tokens of the longest training sentence of a checkpoint's run, or None when unknown.
-
-    Read from the checkpoint (``metrics["train_max_tokens"]``), else from the ``setup`` record of
-    the run folder's ``log.jsonl`` (checkpoints written before the figure was stored).
-    """
-    found = checkpoint.get("metrics", {}).get("train_max_tokens")
-    if isinstance(found, int):
-        return found
-    folder = Path(path) if Path(path).is_dir() else Path(path).parent
-    try:
-        from .training import read_log
-
-        setups = [r for r in read_log(folder / "log.jsonl") if r.get("event") == "setup"]
-    except (OSError, ValueError):
-        return None
-    value = setups[-1].get("max_tokens") if setups else None
-    return value if isinstance(value, int) else None
 
 
 def _beam_size(beam: int, model: Any, batch_size: int, longest: int, extra_length: int, device: Any) -> int:
@@ -500,6 +438,7 @@ def _run_attention(args: argparse.Namespace) -> int:
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no window
+    from .evaluation import training_length, unfamiliar_input
     from .inspection import save_attention_maps, sentence_attention
     from .training import load_model
     from .utils import get_device
@@ -512,7 +451,7 @@ def _run_attention(args: argparse.Namespace) -> int:
                               "if it does not exist)")
     device = get_device(None if args.device == "auto" else args.device)
     model, tokenizer, checkpoint = load_model(args.checkpoint, device)
-    for warning in _unfamiliar_input([args.text], tokenizer, checkpoint.get("options", {}),
+    for warning in unfamiliar_input([args.text], tokenizer, checkpoint.get("options", {}),
                                      training_length(checkpoint, args.checkpoint)):
         print(f"minitransformer attention: warning: {warning.replace('sentence 1 ', 'the sentence ', 1)}",
               file=sys.stderr)
@@ -558,6 +497,27 @@ def _run_average(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_workspace(args: argparse.Namespace) -> int:
+    from .workspace import make_workspace
+
+    copied, kept = make_workspace(args.course, args.out)
+    out = Path(args.out)
+    print(f"copied {len(copied)} notebooks into {out}/notebooks and {out}/exercises" +
+          (f"; kept your {len(kept)} notebooks already there" if kept else ""))
+    print(f"open it: jupyter lab --ServerApp.root_dir=. {out}/notebooks/00_introduction.ipynb")
+    return 0
+
+
+def _run_download(args: argparse.Namespace) -> int:
+    from .data.multi30k import fetch_multi30k
+    from .data.shakespeare import load_tiny_shakespeare
+
+    print(f"Multi30k: verified in {fetch_multi30k(data_dir=args.data_dir)}")
+    corpus = load_tiny_shakespeare(fallback=False)
+    print(f"Tiny Shakespeare: {len(corpus.text):,} characters from {corpus.source}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (130 after Ctrl-C, 2 after an error).
 
@@ -584,6 +544,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_translate(args)
         if args.command == "attention":
             return _run_attention(args)
+        if args.command == "workspace":
+            return _run_workspace(args)
+        if args.command == "download":
+            return _run_download(args)
         return _run_average(args)
     except (CheckpointError, DivergedError, MemoryError, OSError, TypeError, ValueError) as error:
         print(f"minitransformer {args.command}: error: {error}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""Translation quality: exact match, sacreBLEU, and a batched translate helper (lessons 07 and 08).
+"""Translation quality: exact match, sacreBLEU, a batched translate helper (lessons 07 and 08), and the
+warnings about input unlike the training data.
 
 BLEU follows the now usual practice (Post, 2018, "A Call for Clarity in Reporting BLEU
 Scores"): sacreBLEU's ``corpus_bleu`` on detokenized, cased output against the raw
@@ -9,6 +10,8 @@ on tokenized text with multi-bleu.perl and are not directly comparable.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -233,3 +236,82 @@ def translate_with_notes(
             kept, notes[row] = cut_loop(ids[1 : 1 + limit], tokenizer.eos_id, limit)
             out[row] = tokenizer.decode(kept if cut_loops else ids[1 : 1 + limit])
     return out, notes
+
+
+def unfamiliar_input(sentences: list[str], tokenizer: Any, options: dict[str, Any],
+                      longest: int | None = None, numbers: Sequence[int] | None = None) -> list[str]:
+    """Warnings for sentences unlike anything the model was trained on (its answer is then a guess).
+
+    Any model: characters its vocabulary never saw; sentences of more tokens than ``longest``,
+    the longest training sentence. Multi30k: a sentence that looks like the wrong language
+    (:func:`~minitransformer.data.language.guess_language`). Dates: not a full date of the
+    source locale (or one whose weekday is not its date's), or a year outside the trained range.
+    Each warning names its sentence by its number in ``numbers`` (default: 1, 2, ...), which
+    counts from 1 as a user counts lines.
+    """
+    from .data.language import guess_language
+
+    warnings = []
+    known = {c for c in set("".join(sentences)) if not c.isspace()
+             and (tokenizer.token_to_id(c) != tokenizer.unk_id or tokenizer.token_to_id("\u2581" + c)
+                  != tokenizer.unk_id)}
+    dates = options.get("dataset") == "dates"
+    if dates:
+        import datetime
+
+        from babel.dates import format_date
+
+        from .data.dates import FIRST_YEAR, LAST_YEAR, parse_long_date, wrong_weekday
+
+        locale = options.get("src_locale", "en_US")
+        example = format_date(datetime.date(2023, 3, 3), format="full", locale=locale)
+    source = options.get("src_lang") if options.get("dataset") == "multi30k" else None
+    names = {"de": "German", "en": "English"}
+    for k, sentence in zip(numbers or range(1, len(sentences) + 1), sentences):
+        unknown = sorted({c for c in sentence if not c.isspace() and c not in known})
+        if unknown:
+            shown = " ".join(repr(c) for c in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
+            warnings.append(f"sentence {k} has characters the model's vocabulary never saw ({shown}): "
+                            "they are read as <unk>, so its translation is a guess")
+        # Counted as training counted them (tokenization_report): without the end token.
+        if longest is not None and (n := len(tokenizer.encode(sentence, add_eos=False))) > longest:
+            warnings.append(f"sentence {k} is {n} tokens long, longer than every training sentence (at most "
+                            f"{longest}): the model never learned positions this far, so expect its translation "
+                            "to lose or repeat parts; split it into shorter sentences")
+        if source in names and (looks := guess_language(sentence)) is not None and looks != source:
+            warnings.append(f"sentence {k} ({sentence[:40]!r}) looks {names.get(looks, looks)}, but this model "
+                            f"translates from {names[source]}: its translation is a guess")
+        if dates:
+            date = parse_long_date(sentence, locale)
+            if date is None and (date := wrong_weekday(sentence, locale)) is not None:
+                right = format_date(date, format="full", locale=locale)
+                warnings.append(f"sentence {k} ({sentence[:60]!r}): the weekday does not match the date, which "
+                                f"is {right!r}; this model saw only real dates, so its translation is a guess")
+            elif date is None:
+                warnings.append(f"sentence {k} ({sentence[:60]!r}) is not a full {locale} date such as "
+                                f"{example!r}, the only kind of sentence this model was trained on: its "
+                                "translation is a guess")
+            if date is not None and not FIRST_YEAR <= date.year <= LAST_YEAR:
+                warnings.append(f"sentence {k} names the year {date.year}, outside the years this model was "
+                                f"trained on ({FIRST_YEAR}-{LAST_YEAR}): its translation is a guess")
+    return warnings
+
+
+def training_length(checkpoint: dict[str, Any], path: str | Path) -> int | None:
+    """Tokens of the longest training sentence of a checkpoint's run, or None when unknown.
+
+    Read from the checkpoint (``metrics["train_max_tokens"]``), else from the ``setup`` record of
+    the run folder's ``log.jsonl`` (checkpoints written before the figure was stored).
+    """
+    found = checkpoint.get("metrics", {}).get("train_max_tokens")
+    if isinstance(found, int):
+        return found
+    folder = Path(path) if Path(path).is_dir() else Path(path).parent
+    try:
+        from .training.runlog import read_log
+
+        setups = [r for r in read_log(folder / "log.jsonl") if r.get("event") == "setup"]
+    except (OSError, ValueError):
+        return None
+    value = setups[-1].get("max_tokens") if setups else None
+    return value if isinstance(value, int) else None

@@ -461,3 +461,71 @@ def test_ctrl_c_while_setting_up_says_so_and_leaves_no_lock(tmp_path: Path, caps
         assert capsys.readouterr().err.strip() == "minitransformer train: interrupted (Ctrl-C)"
     assert not (tmp_path / "new").exists()  # the folder the run made is gone again
     assert list(existing.iterdir()) == []  # no .lock left
+
+
+def test_dates_of_the_training_distribution_raise_no_length_warning(run_dir: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from minitransformer.evaluation import training_length
+    from minitransformer.data.dates import load_dates
+
+    checkpoint = load_checkpoint(run_dir)
+    tokenizer = checkpoint_tokenizer(checkpoint, run_dir)
+    longest = training_length(checkpoint, run_dir)
+    # The run's own training sentences and 50 held-out dates: none is longer than training saw.
+    dates = [s for s, _ in load_dates("train", n_train=200)] + [s for s, _ in load_dates("test", n_test=50)]
+    assert main(["translate", "--checkpoint", str(run_dir), *dates]) == 0
+    assert not [w for w in _warnings(capsys.readouterr().err, "translate") if "tokens long" in w]
+    # A sentence of exactly `longest` tokens is fine; one token more is not.
+    exact = "Friday, March 3, 2023"
+    while len(tokenizer.encode(exact, add_eos=False)) < longest:
+        exact += ","  # one token each
+    assert len(tokenizer.encode(exact, add_eos=False)) == longest
+    longer = exact + ","
+    assert main(["translate", "--checkpoint", str(run_dir), exact, longer]) == 0
+    length_warnings = [w for w in _warnings(capsys.readouterr().err, "translate") if "tokens long" in w]
+    n = len(tokenizer.encode(longer, add_eos=False))
+    assert length_warnings == [f"sentence 2 is {n} tokens long, longer than every training sentence (at most "
+                               f"{longest}): the model never learned positions this far, so expect its "
+                               "translation to lose or repeat parts; split it into shorter sentences"]
+
+
+# --- issue 40: the learner's own copy --------------------------------------------------
+def test_workspace_copies_lessons_and_exercises_with_working_links(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    out = tmp_path / "my-course"
+    assert main(["workspace", str(out), "--course", str(REPO_ROOT)]) == 0
+    assert "copied 22 notebooks" in capsys.readouterr().out
+    lessons = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
+    assert [p.name for p in sorted((out / "notebooks").glob("*.ipynb"))] == [p.name for p in lessons]
+    for lesson in lessons:
+        stored = json.loads(lesson.read_text(encoding="utf-8"))
+        copy = json.loads((out / "notebooks" / lesson.name).read_text(encoding="utf-8"))
+        notes = [k for k, cell in enumerate(stored["cells"]) if "".join(cell["source"]).startswith(
+            "> **Run your own copy.**")]
+        assert notes and notes[0] <= 1, lesson.name  # every stored lesson says where to work, at its start
+        assert "".join(copy["cells"][notes[0]]["source"]).startswith("> **Your copy.**"), lesson.name
+        del stored["cells"][notes[0]], copy["cells"][notes[0]]
+        assert copy["cells"] == stored["cells"], lesson.name  # all else as stored: outputs kept for reading
+        # The Practice link of the copy opens the copy of its exercise, not the course's.
+        practice = next("".join(c["source"]) for c in copy["cells"] if "## Practice" in "".join(c["source"]))
+        links = re.findall(r"\]\((\.\./exercises/[^)]+\.ipynb)\)", practice)
+        assert links == [f"../exercises/{lesson.name}"], (lesson.name, links)
+        target = (out / "notebooks" / links[0]).resolve()
+        assert target == (out / "exercises" / lesson.name).resolve() and target.is_file()
+    # The records the lessons read are found from the copy as from the stored lesson.
+    assert (out / "notebooks" / ".." / "benchmarks" / "results" / "ablations-cpu.json").is_file()
+    # A second run keeps the learner's work.
+    mine = out / "exercises" / "03_self_attention.ipynb"
+    mine.write_text("my answers", encoding="utf-8")
+    assert main(["workspace", str(out), "--course", str(REPO_ROOT)]) == 0
+    assert "kept your 22 notebooks" in capsys.readouterr().out and mine.read_text(encoding="utf-8") == "my answers"
+
+
+def test_workspace_refuses_the_course_itself_and_a_folder_without_lessons(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["workspace", str(REPO_ROOT / "exercises"), "--course", str(REPO_ROOT)]) == 2
+    assert "is a folder of the course itself" in capsys.readouterr().err
+    assert main(["workspace", str(tmp_path / "out"), "--course", str(tmp_path)]) == 2
+    assert "run this from the course repository's root, or name that folder with --course" in capsys.readouterr().err

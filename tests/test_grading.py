@@ -433,6 +433,23 @@ def test_the_committed_exercises_are_what_the_generator_makes(tmp_path):
     assert stale == [], "run `python -m minitransformer.grading make-exercises`: " + ", ".join(stale)
 
 
+def test_make_exercises_says_in_one_line_when_nothing_is_out_of_date(tmp_path, capsys, monkeypatch):
+    from minitransformer.grading.generate import main as make
+
+    monkeypatch.chdir(tmp_path)
+    folders = ["--solutions", str(ROOT / "solutions"), "--exercises", "exercises", "--reference", "reference",
+               "--example-class", "class"]
+    assert make(folders) == 0 and capsys.readouterr().out.count("wrote: ") == 2 * len(NAMES) + 3
+    assert make([*folders, "--check"]) == 0
+    assert capsys.readouterr().out == (f"exercises/: all {len(NAMES)} exercises, the grader's reference and the example "
+                                       "class are up to date\n")
+    assert make(folders) == 0
+    assert capsys.readouterr().out.endswith("were already up to date\n")
+    (tmp_path / "exercises" / f"{NAMES[0]}.ipynb").write_text("{}")
+    assert make([*folders, "--check"]) == 1
+    assert capsys.readouterr().out == f"out of date: exercises/{NAMES[0]}.ipynb\n"
+
+
 def test_every_lesson_of_mine_has_an_exercise():
     assert set(MINE) <= set(NAMES)
     assert sorted(p.stem for p in (ROOT / "exercises").glob("*.ipynb")) == NAMES
@@ -724,11 +741,20 @@ def test_the_csv_has_one_row_per_submission_and_the_reasons_beside_it(graded):
     rows = list(csv.DictReader(io.StringIO(graded["csv"])))
     assert len(rows) == len(graded["reports"])
     row = next(r for r in rows if r["student"] == "cheat-strings")
-    assert (row["exercise"], row["task-1"], row["task-2"], row["task-3"], row["task-4"], row["total"], row["max"]) == \
-        ("03_self_attention", "0", "1", "1", "2", "4", "7")
-    for r in rows:  # the total is the sum of the task columns
-        tasks = [float(v) for k, v in r.items() if k.startswith("task-") and v != ""]
-        assert math.isclose(sum(tasks), float(r["total"]))
+    assert (row["exercise"], row["03 task 1 (/3)"], row["03 task 2 (/1)"], row["03 task 3 (/1)"], row["03 task 4 (/2)"],
+            row["total"], row["max"]) == ("03_self_attention", "0", "1", "1", "2", "4", "7")
+    # One column per task of each exercise, headed with its points, exercise by exercise in the reference's order.
+    references = G.load_references()
+    tasks_of = {name: [f"{name[:2]} task {t['grade_id'][5:]} (/{t['points']:g})" for t in references[name]["tasks"]]
+                for name in NAMES}
+    header = next(csv.reader(io.StringIO(graded["csv"])))
+    assert header == ["student", "exercise", "notebook", *[c for name in NAMES for c in tasks_of[name]],
+                      "total", "max", "error"], header
+    for r in rows:  # a row fills the columns of its own exercise, whose sum is the total and the headers the max
+        filled = {k: float(v) for k, v in r.items() if " task " in k and v != ""}
+        assert set(filled) == set(tasks_of.get(r["exercise"], [])), r
+        assert math.isclose(sum(filled.values()), float(r["total"]))
+        assert math.isclose(sum(float(k.split("(/")[1][:-1]) for k in filled), float(r["max"]) if filled else 0.0)
     feedback = list(csv.DictReader(io.StringIO(graded["feedback"])))
     lost = [f for f in feedback if f["student"] == "cheat-strings"]
     assert [f["task"] for f in lost] == ["task-1"] and "scaled_dot_product_attention" in lost[0]["reason"]
@@ -893,9 +919,9 @@ def _clear_with(preprocessor: Any, solution: nbformat.NotebookNode) -> nbformat.
     return nb
 
 
+@pytest.mark.extra("nbgrader")
 def test_nbgraders_own_clear_solutions_loses_the_hints_and_ours_keeps_them():
     """In process, without the gradebook: the step the plug-in replaces, nbgrader's and ours, on every exercise."""
-    pytest.importorskip("nbgrader", reason="nbgrader is not installed (pip install -e '.[nbgrader]')")
     from nbgrader.preprocessors import ClearSolutions
 
     from minitransformer.grading.nbgrader_plugin import ClearSolutionsWithHints
@@ -929,8 +955,8 @@ def test_a_task_cell_without_a_solution_block_is_all_answer():
     assert stub.source == 'raise NotImplementedError("Task 2: compare with pad_id")'
 
 
+@pytest.mark.extra("nbgrader")
 def test_the_nbgrader_configuration_replaces_only_clear_solutions():
-    pytest.importorskip("nbgrader", reason="nbgrader is not installed (pip install -e '.[nbgrader]')")
     from nbgrader.converters import GenerateAssignment
     from nbgrader.preprocessors import ClearOutput, ClearSolutions
     from traitlets.config import Config
@@ -951,9 +977,9 @@ def test_the_nbgrader_configuration_replaces_only_clear_solutions():
         configure(own)
 
 
+@pytest.mark.extra("nbgrader")
 def test_nbgrader_generate_assignment_writes_our_exercises(tmp_path):
     """Real nbgrader, configured as exercises/README.md says, releases the notebooks of exercises/ (see _differences)."""
-    pytest.importorskip("nbgrader", reason="nbgrader is not installed (pip install -e '.[nbgrader]')")
     (tmp_path / "nbgrader_config.py").write_text(_nbgrader_config(), encoding="utf-8")
     for name in NAMES:
         (tmp_path / "source" / name).mkdir(parents=True)

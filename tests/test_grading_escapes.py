@@ -83,27 +83,37 @@ def _class(root: Path) -> dict[str, Any]:
                  "    return minitransformer.scaled_dot_product_attention(query, key, value, mask)\n")
     _put(root, "reverse", reverse)
 
-    # 3: look for the checks, the reference and the solutions anywhere Python can see: one walk over every
-    # folder on sys.path, /usr and /opt (each pattern globbed on its own walked them four times, which a
-    # busy machine could not finish inside the cell's 10 s).
+    # 3: look for the checks, the reference and the solutions anywhere Python can see: every folder on
+    # sys.path (where an install puts them) walked to the end, then /usr and /opt for as long as the cell's
+    # 10 s allow (a busy machine cannot walk all of /usr in that time; the walk stops itself rather than be
+    # interrupted). One walk over each folder: each pattern globbed on its own walked them four times.
     _put(root, "seeker", _add(_blank(), "import math", """
 import os, sys, time, importlib.util
 started = time.monotonic()
-roots = sorted({os.path.realpath(entry or '.') for entry in sys.path + ['/usr', '/opt'] if os.path.isdir(entry or '.')})
-roots = [r for r in roots if not any(r != other and r.startswith(other.rstrip('/') + '/') for other in roots)]
-found, walked = [], 0
-for root in roots:
+def outermost(folders):
+    folders = sorted({os.path.realpath(f or '.') for f in folders if os.path.isdir(f or '.')})
+    return [r for r in folders if not any(r != o and r.startswith(o.rstrip('/') + '/') for o in folders)]
+python_roots = outermost(sys.path)
+system_roots = [r for r in outermost(['/usr', '/opt']) if r not in python_roots]
+found, walked, python_done = [], 0, False
+for root in python_roots + system_roots:
+    if root in system_roots:
+        python_done = True
     for folder, _, names in os.walk(root):
+        if root in system_roots and time.monotonic() - started > 5:
+            break
         walked += len(names)
         for name in names:
             path = os.path.join(folder, name)
             if (folder.endswith('/grading/reference') and name.endswith('.json')) or path.endswith(
                     ('/grading/attention_checks.py', '/grading/question_checks.py', '/solutions/03_self_attention.ipynb')):
                 found.append(path)
+python_done = python_done or not system_roots
 for module in ('minitransformer.grading.question_checks', 'minitransformer.grading.attention_checks'):
     if importlib.util.find_spec(module) is not None:
         found.append(module)
-print(f'SEEKER-WALKED {walked} files under {len(roots)} folders in {time.monotonic() - started:.1f} s')
+print(f'SEEKER-WALKED {walked} files under {len(python_roots)} + {len(system_roots)} folders in '
+      f'{time.monotonic() - started:.1f} s, all of sys.path: {python_done}')
 print('SEEKER-FOUND' if found else 'SEEKER-NOTHING', found[:5])
 """))
 
@@ -316,6 +326,7 @@ def test_3_nothing_secret_is_visible_with_this_install(escapes):
     assert "SEEKER-NOTHING" in row["output"], row["output"][-2000:]
     walked = next(ln for ln in row["output"].splitlines() if ln.startswith("SEEKER-WALKED"))
     assert int(walked.split()[1]) > 1000, walked  # it did search: torch alone is thousands of files
+    assert walked.endswith("all of sys.path: True"), walked  # every folder an install could use
     assert row["score"] == 0
 
 

@@ -160,3 +160,22 @@ def test_the_solution_scores_full_and_the_blank_exercise_zero_on_task_4() -> Non
         task = next(t for t in report.tasks if t.grade_id == "task-4")
         assert task.points == 2 and task.score == expected * task.points, (folder, task)
         assert report.max_score == 7, report.table()
+
+
+def test_the_check_cell_labels_each_part_so_a_pass_then_a_failure_reads_right(capsys: pytest.CaptureFixture[str]) -> None:
+    # The cell checks two functions, one point each: a right log-sum-exp and a wrong softmax print one passed part,
+    # named as a part of task 4, then fail on the second; never a bare "Task 4 passed" above the failure.
+    notebook = nbformat.read(ROOT / "exercises" / "03_self_attention.ipynb", as_version=4)
+    cell = next(c for c in notebook.cells if c.metadata["nbgrader"].get("grade_id") == "task-4")
+    space: dict[str, Any] = {"check_logsumexp": check_logsumexp, "check_stable_softmax": check_stable_softmax,
+                             "my_logsumexp": LSE, "my_softmax": SOFTMAX_MISTAKES[0][1]}
+    with pytest.raises(AssertionError, match="wrong softmax"):
+        exec(cell.source, space)
+    out = capsys.readouterr().out
+    assert out.startswith("✓ Task 4, part 1 of 2 passed: log-sum-exp") and out.count("passed") == 1, out
+    space["my_softmax"] = SOFTMAX
+    exec(cell.source, space)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" passed")[0] for line in lines] == ["✓ Task 4, part 1 of 2", "✓ Task 4, part 2 of 2"], lines
+    metadata = cell.metadata["minitransformer"]
+    assert metadata["parts"] == [1, 1] and cell.metadata["nbgrader"]["points"] == 2  # what "1 point" in the cell says

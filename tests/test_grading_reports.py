@@ -121,3 +121,34 @@ def test_without_bubblewrap_grading_refuses_and_says_how_to_install_it(submissio
     err = capsys.readouterr().err
     assert "bubblewrap (bwrap) is not installed" in err and "apt-get install bubblewrap" in err and "--no-sandbox" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_csv_names_each_task_column_by_exercise_task_and_points(tmp_path):
+    # Task 2 is worth 2 points in 02 and 1 in 03: one generic "task-2" column would add up different things.
+    def report(student: str, exercise: str | None, points: list[float], scores: list[float]) -> Report:
+        tasks = [TaskResult(f"task-{i}", f"title {i}", p, s, "✓" if s == p else "no")
+                 for i, (p, s) in enumerate(zip(points, scores), start=1)]
+        return Report(path=f"{student}.ipynb", student=student, exercise=exercise, tasks=tasks)
+
+    reports = [report("alice", "03_self_attention", [3, 1, 1, 2], [3, 1, 0, 1]),
+               report("bob", "02_positional_encoding", [2, 2, 1], [2, 0, 1]),
+               report("carol", None, [], [])]
+    classroom.write_results(reports, tmp_path / "g.json", tmp_path / "g.csv")
+    lines = (tmp_path / "g.csv").read_text(encoding="utf-8").splitlines()
+    assert lines == [
+        "student,exercise,notebook,02 task 1 (/2),02 task 2 (/2),02 task 3 (/1),"
+        "03 task 1 (/3),03 task 2 (/1),03 task 3 (/1),03 task 4 (/2),total,max,error",
+        "alice,03_self_attention,alice.ipynb,,,,3,1,0,1,5,7,",
+        "bob,02_positional_encoding,bob.ipynb,2,0,1,,,,,3,5,",
+        "carol,,carol.ipynb,,,,,,,,0,0,",
+    ]
+    assert [t["grade_id"] for t in json.loads((tmp_path / "g.json").read_text())[0]["tasks"]] == \
+        ["task-1", "task-2", "task-3", "task-4"]  # the JSON keeps the ids
+    feedback = (tmp_path / "g_feedback.csv").read_text(encoding="utf-8").splitlines()
+    assert feedback[1].startswith("alice,03_self_attention,task-3,title 3,0,1,")
+
+
+def test_two_exercises_with_one_number_are_named_in_full():
+    reports = [Report(path="a", student="a", exercise=name, tasks=[TaskResult("task-1", "t", 1, 1, "✓")])
+               for name in ("03_self_attention", "03_other")]
+    assert list(classroom.task_columns(reports).values()) == ["03_other task 1 (/1)", "03_self_attention task 1 (/1)"]

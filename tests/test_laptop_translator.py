@@ -182,7 +182,7 @@ def test_attention_gives_the_same_warnings(tiny_translator: Path, tmp_path: Path
 
 
 def test_an_old_checkpoint_without_the_stored_length_reads_it_from_its_runs_log(tiny_translator: Path) -> None:
-    from minitransformer.cli import training_length
+    from minitransformer.evaluation import training_length
 
     checkpoint = load_checkpoint(sorted(tiny_translator.glob("checkpoint-*.pt"))[-1])
     del checkpoint["metrics"]["train_max_tokens"]

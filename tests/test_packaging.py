@@ -9,7 +9,6 @@ with ``tools/build_site.py`` and runs Sphinx with the site's configuration on th
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -19,7 +18,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SITE_PACKAGES = ("sphinx", "myst_nb", "sphinx_book_theme")
 
 # A child process in which ``import nbgrader`` fails as it does where the nbgrader extra is not
 # installed. A finder in front of the others, not ``sys.modules["nbgrader"] = None``: autodoc's
@@ -73,8 +71,7 @@ STAGE_AND_BUILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(any(importlib.util.find_spec(name) is None for name in SITE_PACKAGES),
-                    reason="needs the site extra (pip install -e '.[site]')")
+@pytest.mark.extra("site")
 def test_the_site_extra_alone_builds_the_api_pages(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", WITHOUT_NBGRADER + STAGE_AND_BUILD, str(ROOT), str(tmp_path)],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
@@ -117,3 +114,22 @@ def test_docstring_literals_are_escaped_whole_for_the_site() -> None:
     conf["_escape_docstring"](None, "module", "m", None, {}, lines)
     assert lines == ["``✓ Task 2 passed: ...`` or raises an ``AssertionError`` that says",
                      "``<pad>``\\ =0, ``x``.", "\\|Y\\| ``a``\\ b"]
+
+
+def test_every_module_imports_without_the_optional_extras() -> None:
+    # The README's install has no nbgrader: every module must still import, and the plug-in says what to install.
+    script = WITHOUT_NBGRADER + textwrap.dedent("""
+        import importlib, pkgutil
+        import minitransformer
+        for info in pkgutil.walk_packages(minitransformer.__path__, prefix="minitransformer."):
+            if not info.name.endswith("__main__"):
+                importlib.import_module(info.name)
+        from minitransformer.grading.nbgrader_plugin import ClearSolutionsWithHints
+        try:
+            ClearSolutionsWithHints()
+        except ModuleNotFoundError as err:
+            print("MESSAGE", err)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "needs nbgrader" in done.stdout and "pip install 'minitransformer[nbgrader]'" in done.stdout, done.stdout

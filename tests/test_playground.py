@@ -567,6 +567,52 @@ def test_a_set_makes_a_multiple_selection_for_the_mask():
     assert picker.value == (4, 5)
 
 
+def test_the_padding_positions_follow_the_sentence_typed_in_lesson_06():
+    # Lesson 06's control: the positions to pad are those of the sentence in the text box, whatever its length.
+    ui = live(draw_masked_attention, padded=set(range(6)), causal=True, sentence="the cat sat on the mat")
+    picker, causal, text = ui.children[0].children
+    positions = lambda: [value for _, value in picker.options]  # noqa: E731
+    assert positions() == list(range(6))
+    text.value = "the old cat sat on the red mat"  # 8 words: 8 positions to pick from
+    assert positions() == list(range(8)) and picker.rows == 8
+    picker.value = (1, 6, 7)
+    text.value = "a cat sat"  # shorter: the positions that are gone are unpicked, and the view is drawn without error
+    assert positions() == [0, 1, 2] and picker.value == (1,)
+    text.value = "a dog sat down"
+    assert positions() == [0, 1, 2, 3] and picker.value == (1,)  # kept
+
+
+def test_a_control_starts_with_the_options_of_its_sentence():
+    ui = live(draw_masked_attention, padded=set(range(6)), sentence="only three words")
+    assert [value for _, value in ui.children[0].children[0].options] == [0, 1, 2]
+    ui = live(draw_masked_attention, padded=set(range(6)), causal=False)  # lesson 03: the default sentence, 6 words
+    assert [value for _, value in ui.children[0].children[0].options] == list(range(6))
+
+
+def test_options_from_makes_a_drop_down_follow_a_slider():
+    from minitransformer.playground import options_from
+
+    drawn: list[tuple[int, int]] = []
+
+    @options_from(k=lambda n, **_: range(n) if n > 1 else 1 / 0)  # n = 1: the rule fails, the options stay
+    def draw(fig, n: int = 3, k: int = 0) -> None:
+        assert 0 <= k < max(n, 2), (n, k)
+        drawn.append((n, k))
+
+    ui = live(draw, n=(1, 6), k=[0, 1, 2, 3, 4, 5])
+    slider, choice = ui.children[0].children
+    assert [v for _, v in choice.options] == [0, 1, 2] and drawn[-1] == (3, 0)
+    choice.value = 2
+    slider.value = 5
+    assert [v for _, v in choice.options] == [0, 1, 2, 3, 4] and drawn[-1] == (5, 2)
+    slider.value = 2
+    assert [v for _, v in choice.options] == [0, 1] and drawn[-1] == (2, 0)  # 2 is gone: the first option
+    slider.value = 1
+    assert [v for _, v in choice.options] == [0, 1] and drawn[-1] == (1, 0)
+    with pytest.raises(TypeError, match="must be a function"):
+        options_from(k=[0, 1])
+
+
 @pytest.mark.parametrize("controls, message", [
     ({"heads": (1, 8)}, "has no setting 'heads'"),
     ({"warmup": 100}, "at least one control"),

@@ -9,6 +9,8 @@
   them and names another lesson, without naming the one that teaches it, is a stale reference.
 * Every relative link in that markdown resolves to a file, from the notebook's own folder: what
   JupyterLab opens when it is started at the repository's root, as the README says.
+* Display maths (``$$...$$``) stands in a paragraph of its own, in the notebooks and the markdown pages:
+  inside a paragraph the website's MyST reads it as a dollar sign and inline maths (issue 40).
 * No lesson and no solution imports a name it never uses (ruff's F401 on the notebooks). The exercises
   are left out: their stubs drop the code that uses the imports the learner is given.
 * The exercises' numbers: the points that the headings ("## Task 2: ... (1 point)"), the opening task
@@ -251,6 +253,44 @@ def test_the_link_check_can_fail(tmp_path: Path):
     (tmp_path / "README.md").write_text("[outside](../../etc/passwd) [fine](notebooks/00.ipynb)")
     problems = _link_problems(tmp_path / "README.md", root=tmp_path)
     assert len(problems) == 1 and "outside" not in problems[0] and "passwd" in problems[0], problems
+
+
+SITE_PAGES = sorted((ROOT / "site" / "pages").rglob("*.md"))
+
+
+def _display_maths_problems(text: str) -> list[str]:
+    """The paragraphs of ``text`` that hold display maths (``$$...$$``) and text besides. The site's
+    MyST reads such a ``$$`` as a dollar sign and inline maths; JupyterLab and the slides render it."""
+    text = re.sub(r"^[ \t]*```.*?^[ \t]*```", "", text, flags=re.MULTILINE | re.DOTALL)  # code blocks
+    text = re.sub(r"`[^`\n]*`", "", text)  # inline code
+    paragraphs = [" ".join(p.split()) for p in re.split(r"\n[ \t]*\n", text)
+                  if "$$" in p and re.sub(r"\$\$.*?\$\$", "", p, flags=re.DOTALL).strip()]
+    return [p[max(0, p.index("$$") - 80):p.index("$$") + 80] for p in paragraphs]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + MARKDOWN_FILES + SITE_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_display_maths_stands_in_its_own_paragraph(path: Path):
+    problems = [f"markdown {i}: {p!r}" for i, text in enumerate(_markdown_of(path)) for p in _display_maths_problems(text)]
+    assert not problems, ("display maths must have a blank line before and after it (docs/AUTHORING.md):\n"
+                          + "\n".join(problems))
+
+
+@pytest.mark.parametrize("text", [
+    # Lesson 03 and solution 10 before the fix (issue 40): the site showed raw TeX.
+    "so for any constant $m$\n$$\\operatorname{softmax}(s)_i = \\frac{e^{s_i - m}}{\\sum_j e^{s_j - m}}.$$\nWith $m$ ...",
+    "* run **P** then a decay as $1/\\sqrt{\\text{step}}$:\n  $$\\text{lrate} = d^{-0.5};$$\n* run **C** ...",
+    "summed over the corpus:\n\n$$p_n = \\frac{a}{b}$$\n2. Their **geometric mean**",
+    "The rate is $$x^2$$ here.",
+])
+def test_the_display_maths_check_can_fail(text: str):
+    assert _display_maths_problems(text)
+
+
+def test_the_display_maths_check_accepts_paragraphs_of_maths():
+    text = ("so for any constant $m$\n\n$$a = b$$\n$$c = d,\nf = g$$\n\nWith `$$` in code, and\n\n"
+            "```latex\ntext $$x$$ text\n```\n* a list item:\n\n  $$x$$\n\n* $y$ and $z$")
+    assert not _display_maths_problems(text), _display_maths_problems(text)
+    assert not _display_maths_problems("$$x$$\n\ntext") and not _display_maths_problems("text\n\n$$x$$")
 
 
 def test_readme_opens_jupyterlab_at_the_root():

@@ -14,6 +14,7 @@ import functools
 import importlib
 import inspect
 import math
+import os
 import re
 import sys
 import types
@@ -152,21 +153,90 @@ def _isolated(check: _Check | None = None, *, avoid: Sequence[str] = (), serve: 
                     check(*args, **kwargs)
             except _ReferenceUsed:
                 pass
+            except AssertionError as err:  # the check's verdict: a notebook shows its message, not the check's code
+                _show_without_the_checks(err)
+                raise
             finally:
                 used, _USED[:] = sorted(set(_USED)), []
             if used:
                 task = kwargs.get("task")
-                raise AssertionError(
+                raise _show_without_the_checks(AssertionError(
                     f"{'Task ' + str(task) if task is not None else 'This task'}: your code calls {', '.join(used)}, "
                     "the ready-made version of the piece this task asks you to write. Build it from PyTorch "
                     "operations instead (graded: 0 points for this task)."
-                )
+                ))
 
         wrapper.__avoid__ = tuple(avoid)  # type: ignore[attr-defined]  # the grader takes them out of the sandbox
         wrapper.__serve__ = tuple(serve)  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]
 
     return decorate(check) if check is not None else decorate
+
+
+_GRADING_FOLDER = os.path.dirname(os.path.abspath(__file__))
+
+
+def _in_the_checks(frame: types.FrameType) -> bool:
+    """Whether ``frame`` runs code of this package's grading folder (a check or one of its helpers)."""
+    filename = os.path.abspath(frame.f_code.co_filename)
+    return os.path.dirname(filename) == _GRADING_FOLDER
+
+
+def _without_the_checks(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """A copy of the traceback ``tb`` without the frames of the checks: the learner's cell and code only."""
+    kept: list[types.TracebackType] = []
+    while tb is not None:
+        if not _in_the_checks(tb.tb_frame):
+            kept.append(tb)
+        tb = tb.tb_next
+    out: types.TracebackType | None = None
+    for entry in reversed(kept):
+        out = types.TracebackType(out, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return out
+
+
+def _show_without_the_checks(err: AssertionError) -> AssertionError:
+    """Make IPython show a check's failure as the learner's cell, the learner's own error if any, and the message.
+
+    IPython hides the frames that set ``__tracebackhide__`` but always shows the last one, which for a
+    failed check is the check's own source (its table of known mistakes, the ``raise``): noise above the
+    message that explains the mistake. IPython formats an exception with a ``_render_traceback_``
+    method by calling it instead, so the failure gets one that leaves out every frame of the grading
+    package: what remains is the cell that called the check and, when the learner's code raised, that
+    error with the learner's frames. The exception stays a plain ``AssertionError`` (the grader and
+    ``pytest.raises`` see no difference), and a script run by Python prints the usual full traceback.
+    """
+    def render() -> list[str]:
+        saved = (err.__traceback__, err.__cause__, err.__suppress_context__)
+        learner = err.__cause__  # the learner's own error (see _call), past the checks' re-raised ones
+        seen: set[int] = set()
+        while learner is not None and _without_the_checks(learner.__traceback__) is None and id(learner) not in seen:
+            seen.add(id(learner))
+            learner = learner.__cause__
+        learner_tb = learner.__traceback__ if learner is not None else None
+        try:
+            err.__traceback__ = _without_the_checks(saved[0])
+            err.__cause__, err.__suppress_context__ = learner, True
+            if learner is not None:
+                learner.__traceback__ = _without_the_checks(learner_tb)
+            from IPython import get_ipython
+            from IPython.core.ultratb import AutoFormattedTB
+
+            shell = get_ipython()
+            formatter = shell.InteractiveTB if shell is not None else AutoFormattedTB(mode="Context", tb_offset=1)
+            return list(formatter.structured_traceback(type(err), err, err.__traceback__))
+        except Exception:  # noqa: BLE001 - never let the formatting hide the message
+            import traceback
+
+            return traceback.format_exception_only(type(err), err)
+        finally:
+            err.__traceback__ = saved[0]
+            err.__cause__, err.__suppress_context__ = saved[1], saved[2]
+            if learner is not None:
+                learner.__traceback__ = learner_tb
+
+    err._render_traceback_ = render  # type: ignore[attr-defined]
+    return err
 
 
 def _passed(task: int | str | None, summary: str) -> None:

@@ -14,6 +14,7 @@ import io
 import json
 import math
 import os
+import re
 import signal
 import stat
 import sys
@@ -242,6 +243,28 @@ def _flag_duplicates(reports: Sequence[Report]) -> None:
             reports[i].error = why
 
 
+def task_columns(reports: Sequence[Report]) -> dict[tuple[str, str], str]:
+    """The task columns of ``grades.csv``: ``{(exercise, grade_id): header}``, by exercise, then task.
+
+    A header says which exercise and task the column scores and out of how many points, e.g.
+    ``03 task 2 (/1)``: the same task number is worth different points in different exercises. The
+    exercise is named by its number, or in full where two exercises would share one.
+    """
+    points: dict[tuple[str, str], float] = {}
+    for r in reports:
+        for t in r.tasks:
+            points.setdefault((r.exercise or "", t.grade_id), t.points)
+    exercises = sorted({exercise for exercise, _ in points})
+    numbers = {e: (re.match(r"\d+(?=_)", e) or re.match(r".*", e)).group() for e in exercises}
+    short = {e: numbers[e] if list(numbers.values()).count(numbers[e]) == 1 else e for e in exercises}
+    columns: dict[tuple[str, str], str] = {}
+    for exercise in exercises:
+        for key in [k for k in points if k[0] == exercise]:  # the reference's order of the tasks
+            task = key[1].removeprefix("task-")
+            columns[key] = f"{short[exercise] or '?'} task {task} (/{_num(points[key])})"
+    return columns
+
+
 def write_results(reports: Sequence[Report], json_path: Path | None, csv_path: Path | None) -> None:
     """The JSON (every report) and the CSV files: grades (one row per submission) and feedback (one row per lost point)."""
     _flag_duplicates(reports)
@@ -249,14 +272,12 @@ def write_results(reports: Sequence[Report], json_path: Path | None, csv_path: P
         _atomic(json_path, json.dumps([r.to_dict() for r in reports], indent=2, ensure_ascii=False) + "\n")
     if csv_path is None:
         return
-    columns: list[str] = []
-    for r in reports:
-        columns += [t.grade_id for t in r.tasks if t.grade_id not in columns]
+    columns = task_columns(reports)
     grades = io.StringIO()
     writer = csv.writer(grades, lineterminator="\n")
-    _row(writer, ["student", "exercise", "notebook", *columns, "total", "max", "error"])
+    _row(writer, ["student", "exercise", "notebook", *columns.values(), "total", "max", "error"])
     for r in reports:
-        scores = {t.grade_id: _num(t.score) for t in r.tasks}
+        scores = {(r.exercise or "", t.grade_id): _num(t.score) for t in r.tasks}
         _row(writer, [r.student, r.exercise or "", r.path, *[scores.get(c, "") for c in columns],
                       _num(r.score), _num(r.max_score), r.error or ""])
     _atomic(csv_path, grades.getvalue())
@@ -354,9 +375,10 @@ run with your rights: do that only inside a container). See docs/what_is_safe.md
 Folders are searched for *.ipynb. The student is found from the path: nbgrader's
 submitted/<student>/..., else the folder of a notebook named after its exercise
 (alice/03_self_attention.ipynb), else the notebook's own name (class/alice.ipynb). Writes
-grades.json, grades.csv (one row per submission, one column per task) and grades_feedback.csv
-(the reason for every lost point) into --out (default: a grades/ folder beside the submissions
-folder), updated after every notebook. Exit status: 0 when every notebook was graded, 1 when one
+grades.json, grades.csv (one row per submission, one column per task of each exercise, headed
+with its points: "03 task 2 (/1)") and grades_feedback.csv (the reason for every lost point)
+into --out (default: a grades/ folder beside the submissions folder), updated after every
+notebook. Exit status: 0 when every notebook was graded, 1 when one
 could not be (unreadable, unknown exercise), 2 for bad arguments.
 
 Example: python -m minitransformer.grading grade submissions/ --jobs 2

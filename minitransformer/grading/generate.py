@@ -18,6 +18,10 @@ Besides ``exercises/``, the generator writes ``minitransformer/grading/reference
 each check cell in full (hidden tests included), its points and title, and the names the
 exercise defines (to recognise a submission by its content). That is what the grader restores
 and runs; it ships in the wheel as package data.
+
+It also writes the example class of ``examples/class/submitted/`` (:func:`example_class`): three
+submissions of exercise 03 in nbgrader's layout, made from the exercise and the solution, which
+an instructor can grade to see what the grader writes (``examples/class/grades/``).
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REFERENCE", "clear_solution", "exercise_from_solution", "make_exercises", "reference_from_solution"]
+__all__ = ["EXAMPLE_CLASS", "REFERENCE", "clear_solution", "example_class", "exercise_from_solution", "make_exercises",
+           "reference_from_solution"]
 
 REFERENCE = Path(__file__).resolve().parent / "reference"
 _BEGIN, _END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -135,6 +140,57 @@ def exercise_from_solution(solution: Any) -> Any:
     return nb
 
 
+def _answer(source: str) -> str:
+    """A task cell's source as a learner who solved it would leave it: the solution, without the markers."""
+    markers = (_BEGIN, _END, "### HINT:", "### STUB:")
+    return "\n".join(ln for ln in source.split("\n") if not ln.strip().startswith(markers))
+
+
+def _answered(solution: Any, answers: dict[str, tuple[tuple[str, str], ...] | None]) -> Any:
+    """The exercise of ``solution`` with the task cells named in ``answers`` filled in with the solution's answer.
+
+    ``answers`` maps a task cell's grade id to the edits (old text, new text) that turn the solution's
+    answer into the learner's (none: the answer as it is); a task cell not named keeps its stub.
+    """
+    nb = exercise_from_solution(solution)
+    for cell, original in zip(nb.cells, solution.cells):
+        grade_id = str(_nbgrader(original).get("grade_id", ""))
+        if cell.cell_type != "code" or not _nbgrader(original).get("solution") or grade_id not in answers:
+            continue
+        source = _answer(original.source)
+        for old, new in answers[grade_id] or ():
+            if source.count(old) != 1:
+                raise ValueError(f"example class: {grade_id} of the solution no longer holds {old!r} once; "
+                                 "update EXAMPLE_CLASS in minitransformer/grading/generate.py")
+            source = source.replace(old, new)
+        cell.source = source
+    return nb
+
+
+# The example class (examples/class/submitted/<student>/<exercise>/<exercise>.ipynb): who handed in what.
+EXAMPLE_EXERCISE = "03_self_attention"
+EXAMPLE_CLASS: dict[str, dict[str, tuple[tuple[str, str], ...] | None]] = {
+    "blank": {},  # the exercise as released
+    "partly-done": {  # tasks 1 and 2 right, the question unanswered, and the softmax of task 4 as written
+        "task-1-code": None,
+        "task-2-code": None,
+        "task-4-code": (("return torch.exp(x - my_logsumexp(x, dim).unsqueeze(dim))  # the shape of x",
+                         "return torch.exp(x) / torch.exp(x).sum(dim=dim, keepdim=True)"),),
+    },
+    "worked-solution": {"task-1-code": None, "task-2-code": None, "task-3-code": None, "task-4-code": None},
+}
+
+
+def example_class(solution: Any) -> dict[str, Any]:
+    """The example class's submissions of the solution's exercise: ``{"<student>/<exercise>/<exercise>.ipynb": notebook}``.
+
+    Each is the exercise as a learner hands it in, made from the solution by :data:`EXAMPLE_CLASS`: a
+    blank one, a partly done one with a usual mistake, and one with every task solved.
+    """
+    name = solution.metadata["minitransformer"]["exercise"]
+    return {f"{student}/{name}/{name}.ipynb": _answered(solution, answers) for student, answers in EXAMPLE_CLASS.items()}
+
+
 def _defined_names(source: str) -> list[str]:
     try:
         tree = ast.parse(source)
@@ -189,11 +245,14 @@ def _dump_json(data: Any) -> str:
     return json.dumps(data, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
 
 
-def make_exercises(solutions: Path, exercises: Path, reference: Path = REFERENCE, *, check: bool = False) -> list[str]:
+def make_exercises(solutions: Path, exercises: Path, reference: Path = REFERENCE, *, check: bool = False,
+                   example: Path | None = None) -> list[str]:
     """Write ``exercises/`` and the grader's reference from ``solutions/``; return the files that changed.
 
-    With ``check=True`` nothing is written: the return value lists the files that differ from what
-    would be generated (stale or missing), and the exercises or references that have no solution.
+    With ``example`` (a folder, ``examples/class/submitted``), also the example class's submissions
+    (:func:`example_class`). With ``check=True`` nothing is written: the return value lists the files
+    that differ from what would be generated (stale or missing), and the exercises, references or
+    example submissions that have no solution.
     """
     import nbformat
 
@@ -206,8 +265,12 @@ def make_exercises(solutions: Path, exercises: Path, reference: Path = REFERENCE
             raise ValueError(f"{path}: metadata minitransformer.exercise is {declared!r}, expected {name!r}")
         wanted[exercises / path.name] = _dump_notebook(exercise_from_solution(solution))
         wanted[reference / f"{name}.json"] = _dump_json(reference_from_solution(solution, name))
+        if example is not None and name == EXAMPLE_EXERCISE:
+            for relative, notebook in example_class(solution).items():
+                wanted[example / relative] = _dump_notebook(notebook)
     changed = [str(p) for p, text in wanted.items() if not p.is_file() or p.read_text(encoding="utf-8") != text]
-    stale = [p for p in [*exercises.glob("*.ipynb"), *reference.glob("*.json")] if p not in wanted]
+    examples = sorted(example.rglob("*.ipynb")) if example is not None else []
+    stale = [p for p in [*exercises.glob("*.ipynb"), *reference.glob("*.json"), *examples] if p not in wanted]
     if check:
         return changed + [f"{p} (no solution)" for p in stale]
     for path, text in wanted.items():
@@ -229,11 +292,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--solutions", type=Path, default=root / "solutions")
     parser.add_argument("--exercises", type=Path, default=root / "exercises")
     parser.add_argument("--reference", type=Path, default=REFERENCE)
+    parser.add_argument("--example-class", type=Path, default=root / "examples" / "class" / "submitted",
+                        help="folder of the example class's submissions (default examples/class/submitted)")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a file is out of date")
     args = parser.parse_args(argv)
     if not args.solutions.is_dir():
         parser.error(f"no solutions folder at {args.solutions} (run this from a checkout of the course)")
-    changed = make_exercises(args.solutions, args.exercises, args.reference, check=args.check)
+    changed = make_exercises(args.solutions, args.exercises, args.reference, check=args.check,
+                             example=args.example_class)
     for line in changed:
         print(("out of date: " if args.check else "wrote: ") + line)
+    if not changed:  # say so, rather than nothing at all
+        n = len(_solutions(args.solutions))
+        print(f"{_shown(args.exercises)}: all {n} exercise{'s' if n != 1 else ''}, the grader's reference and the "
+              f"example class {'are' if args.check else 'were already'} up to date")
     return 1 if args.check and changed else 0
+
+
+def _shown(folder: Path) -> str:
+    """``exercises/``: the folder relative to the working directory when it is inside it, else in full."""
+    try:
+        return f"{folder.resolve().relative_to(Path.cwd().resolve())}/"
+    except ValueError:
+        return f"{folder}/"

@@ -15,18 +15,32 @@ The course's ``nbgrader_config.py`` (in the nbgrader course folder, or given wit
     from minitransformer.grading.nbgrader_plugin import configure
     configure(get_config())
 
-This module imports nbgrader (``pip install nbgrader``); nothing else in the package needs it.
+Using it needs nbgrader (the ``nbgrader`` extra); importing it does not.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from nbgrader import utils
-from nbgrader.converters import GenerateAssignment
-from nbgrader.preprocessors import ClearSolutions
-
 from .generate import clear_solution
+
+# nbgrader is an optional extra: importing this module (as any module of the package) must work
+# without it; using the plug-in then says what to install.
+try:
+    from nbgrader import utils
+    from nbgrader.converters import GenerateAssignment
+    from nbgrader.preprocessors import ClearSolutions
+except ModuleNotFoundError as err:
+    _MISSING: ModuleNotFoundError | None = err
+    ClearSolutions = object
+else:
+    _MISSING = None
+
+
+def _require_nbgrader() -> None:
+    if _MISSING is not None:
+        raise ModuleNotFoundError(f"the nbgrader plug-in needs nbgrader ({_MISSING}): "
+                                  "pip install 'minitransformer[nbgrader]'")
 
 __all__ = ["ClearSolutionsWithHints", "configure"]
 
@@ -41,6 +55,10 @@ class ClearSolutionsWithHints(ClearSolutions):
     solution cell), and a markdown cell then loses its ``> **Solutions.**`` paragraph. So
     ``ClearSolutions.code_stub`` and the solution delimiters no longer apply to code cells.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _require_nbgrader()
+        super().__init__(*args, **kwargs)
 
     def preprocess_cell(self, cell: Any, resources: Any, cell_index: int) -> tuple[Any, Any]:
         if cell.cell_type == "code" and utils.is_solution(cell):
@@ -62,6 +80,7 @@ def configure(config: Any) -> None:
     Raises:
         ValueError: the list holds no ``ClearSolutions`` to replace.
     """
+    _require_nbgrader()
     section = config.GenerateAssignment
     if "preprocessors" in section:
         steps = list(section.preprocessors)

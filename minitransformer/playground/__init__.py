@@ -37,7 +37,7 @@ from .attention import (
     masked_attention,
     softmax_saturation,
 )
-from .controls import Fixed, figure_size, fixed, live, plot_view, static_panels
+from .controls import Fixed, figure_size, fixed, live, options_from, plot_view, static_panels
 from .decoding import (
     BeamHypotheses,
     Hypothesis,
@@ -129,6 +129,7 @@ __all__ = [
     "masked_attention",
     "next_token_distribution",
     "offset_rotation",
+    "options_from",
     "plot_view",
     "positional_table",
     "sample_texts",

@@ -23,7 +23,7 @@ from ..attention import scaled_dot_product_attention
 from ..embeddings import sinusoidal_positional_encoding
 from ..masks import make_causal_mask, make_padding_mask
 from ._checks import check_int
-from .controls import check_figure, figure_size
+from .controls import check_figure, figure_size, options_from
 
 __all__ = ["D_K_VALUES", "MaskedAttention", "SoftmaxSaturation", "draw_masked_attention", "draw_softmax_saturation",
            "masked_attention", "softmax_saturation"]
@@ -208,6 +208,7 @@ def masked_attention(padded: Sequence[int] = (), causal: bool = False, sentence:
 
 
 @figure_size(9.5, 4.0)
+@options_from(padded=lambda sentence, **_: range(len(sentence.split())))  # live(): one position per word
 def draw_masked_attention(fig: Figure | SubFigure, padded: Sequence[int] = (), causal: bool = False,
                           sentence: str = "the cat sat on the mat", d_model: int = 16,
                           seed: int = 0) -> MaskedAttention:

@@ -25,7 +25,7 @@ from typing import Any
 
 from matplotlib.figure import Figure, SubFigure
 
-__all__ = ["Fixed", "figure_size", "fixed", "live", "plot_view", "static_panels"]
+__all__ = ["Fixed", "figure_size", "fixed", "live", "options_from", "plot_view", "static_panels"]
 
 #: Size in inches of one panel when a draw function names none (see :func:`figure_size`).
 DEFAULT_SIZE = (6.0, 3.6)
@@ -40,6 +40,25 @@ def figure_size(width: float, height: float) -> Callable[[DrawFunction], DrawFun
     """
     def mark(draw: DrawFunction) -> DrawFunction:
         draw.figsize = (float(width), float(height))  # type: ignore[attr-defined]
+        return draw
+    return mark
+
+
+def options_from(**rules: Callable[..., Sequence[Any]]) -> Callable[[DrawFunction], DrawFunction]:
+    """Decorator: the options of a setting's control computed from the other settings.
+
+    ``@options_from(padded=lambda sentence, **_: range(len(sentence.split())))`` makes the list of
+    positions that :func:`live` offers for ``padded`` follow the sentence: each rule is called with
+    every setting of the view by name (the draw function's defaults, the fixed values and the
+    controls' values) and returns the options. :func:`live` applies it when it builds the controls
+    and whenever another control moves, keeping the chosen values that are still options.
+    """
+    for name, rule in rules.items():
+        if not callable(rule):
+            raise TypeError(f"options_from: the rule for {name!r} must be a function of the settings, got {rule!r}")
+
+    def mark(draw: DrawFunction) -> DrawFunction:
+        draw.option_rules = {**getattr(draw, "option_rules", {}), **rules}  # type: ignore[attr-defined]
         return draw
     return mark
 
@@ -222,6 +241,9 @@ def live(draw: DrawFunction, *, continuous_update: bool = False, figsize: tuple[
     * a list (of values, or of ``(label, value)`` pairs): a slider over the values when they are
       all numbers, else a drop-down;
     * a set: a list to pick several values from (ctrl- or shift-click), passed as a tuple;
+      where ``draw`` computes a setting's options from the others (:func:`options_from`: the
+      ``padded`` of ``draw_masked_attention`` offers one position per word of ``sentence``),
+      the options follow those settings and the set's own values are replaced;
     * a bool: a check box starting there; a str: a text box starting with it;
     * an ipywidgets widget: used as it is;
     * anything else (a model, a number, None), or a value wrapped in :func:`fixed`: passed to
@@ -245,7 +267,8 @@ def live(draw: DrawFunction, *, continuous_update: bool = False, figsize: tuple[
         ValueError: a setting that ``draw`` does not have, no control at all, or a malformed one.
 
     Example: ``live(draw_masked_attention, padded={0, 1, 2, 3, 4, 5}, causal=False)`` lists the six
-    positions to mark as padding and adds a check box for the causal mask.
+    positions of the default sentence to mark as padding and adds a check box for the causal mask;
+    with ``sentence="..."`` as well, a text box, and the positions follow the words typed in it.
     """
     widgets = _ipywidgets()
     named = _check_names(draw, list(controls))
@@ -266,9 +289,13 @@ def live(draw: DrawFunction, *, continuous_update: bool = False, figsize: tuple[
         raise ValueError("live needs at least one control (a tuple, list, bool, str or widget); "
                          f"got only fixed settings {sorted(fixed_settings)}")
 
+    updating = _follow_option_rules(widgets, draw, named, fixed_settings, made)
+
     def redraw(**values: Any) -> None:
         from IPython.display import Image, display
 
+        if updating():  # a control's options are being rebuilt: the move that caused it redraws once after
+            return
         figure = Figure(figsize=size, layout="constrained")
         draw(figure, **fixed_settings, **values)
         buffer = io.BytesIO()
@@ -278,6 +305,54 @@ def live(draw: DrawFunction, *, continuous_update: bool = False, figsize: tuple[
     output = widgets.interactive_output(redraw, made)
     row = widgets.HBox(list(made.values()), layout=widgets.Layout(flex_flow="row wrap"))
     return widgets.VBox([row, output])
+
+
+def _follow_option_rules(widgets: Any, draw: DrawFunction, named: dict[str, inspect.Parameter],
+                         fixed_settings: dict[str, Any], made: dict[str, Any]) -> Callable[[], bool]:
+    """Apply the ``option_rules`` of ``draw`` (:func:`options_from`) to its selection controls, now and whenever
+    another control moves; return a function that says whether options are being rebuilt at the moment.
+
+    The observers are registered before :func:`live` connects the view, so that the options are right
+    by the time the view is redrawn for the move.
+    """
+    rules = {name: rule for name, rule in getattr(draw, "option_rules", {}).items()
+             if isinstance(made.get(name), (widgets.SelectMultiple, widgets.Dropdown, widgets.SelectionSlider))}
+    busy = [False]
+
+    def settings() -> dict[str, Any]:
+        defaults = {n: p.default for n, p in named.items() if p.default is not inspect.Parameter.empty}
+        return {**defaults, **fixed_settings, **{n: c.value for n, c in made.items()}}
+
+    def update(change: Any = None) -> None:
+        for name, rule in rules.items():
+            try:
+                options = list(rule(**settings()))
+            except Exception:  # noqa: BLE001 - a setting the view refuses (an empty sentence): it says why itself
+                continue
+            control = made[name]
+            current = [o[1] if isinstance(o, tuple) and len(o) == 2 else o for o in control.options]
+            if not options or current == options:
+                continue
+            pairs = [(str(o), o) for o in options]
+            busy[0] = True
+            try:
+                if isinstance(control, widgets.SelectMultiple):
+                    kept = tuple(v for v in control.value if v in options)
+                    control.options = pairs
+                    control.rows = min(len(pairs), 8)
+                    control.value = kept
+                else:
+                    kept = control.value
+                    control.options = pairs
+                    control.value = kept if kept in options else options[0]
+            finally:
+                busy[0] = False
+
+    update()
+    for name, control in made.items():
+        if name not in rules:
+            control.observe(update, "value")
+    return lambda: busy[0]
 
 
 def _is_figure(fig: object) -> bool:
