@@ -57,13 +57,15 @@ def _serves(port: int, folder: str, deadline: float) -> bool:
 
 
 def _course_copy(tmp: Path) -> Path:
-    """A folder laid out like a checkout after the set-up page's `cp -r exercises my-exercises`."""
+    """A folder laid out like a checkout after the README's `python -m minitransformer workspace`."""
+    from minitransformer.workspace import make_workspace
+
     course = tmp / "course"
     for name in ("notebooks", "exercises"):
         (course / name).mkdir(parents=True)
         (course / name / "00_introduction.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, '
                                                              '"nbformat_minor": 5}')
-    shutil.copytree(course / "exercises", course / "my-exercises")
+    make_workspace(course, course / "my-course")
     return course
 
 
@@ -79,8 +81,9 @@ def test_the_documented_command_serves_lessons_and_exercises(page: str, command:
     server = subprocess.Popen(args, cwd=course, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.time() + 90
-        exercises = "my-exercises" if "my-exercises" in command else "exercises"
-        served = {folder: _serves(port, folder, deadline) for folder in ("notebooks", exercises)}
+        # The folders whose notebooks the command's user opens: the workspace's, which link to each other.
+        where = "my-course/" if "my-course/" in command else ""
+        served = {folder: _serves(port, where + folder, deadline) for folder in ("notebooks", "exercises")}
     finally:
         server.terminate()
         try:
