@@ -1,10 +1,10 @@
 """The ablation suite of lesson 10: the baseline and one variant per choice, each over several seeds.
 
 Usage:
-    python benchmarks/ablations.py                      # the full CPU suite -> results/ablations-cpu.json
-    python benchmarks/ablations.py --quick              # a reduced set at a small size, a few minutes
-    python benchmarks/ablations.py --device cuda        # the same variants at the paper's base size
-    python benchmarks/ablations.py --summarize-only --page docs/ablations.md   # the JSON and that page's table
+    python -m benchmarks.ablations                      # the full CPU suite -> results/ablations-cpu.json
+    python -m benchmarks.ablations --quick              # a reduced set at a small size, a few minutes
+    python -m benchmarks.ablations --device cuda        # the same variants at the paper's base size
+    python -m benchmarks.ablations --summarize-only --page docs/ablations.md   # the JSON and that page's table
 
 Every job (variant, seed) trains a fresh model with :func:`minitransformer.ablations.run_ablation`
 for a fixed number of steps on Multi30k de->en and scores validation perplexity and sacreBLEU
@@ -40,13 +40,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from minitransformer.ablations import (QUICK_VARIANTS, SIZES, VARIANTS, find_multi30k, init_worker, run_worker_job,
+                                       summarize)
+from minitransformer.utils import atomic_write
+
 HERE = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(HERE))
 
-from minitransformer.ablations import (QUICK_VARIANTS, SIZES, VARIANTS, find_multi30k,  # noqa: E402
-                                       init_worker, run_worker_job, summarize)
-
-DEFAULT_DATA = find_multi30k(HERE)
+DEFAULT_DATA = find_multi30k()
 #: Why this task and size: the pilot runs, stored in the JSON (the committed suite was started with this text).
 PILOT = ('Pilot runs (same code, Multi30k de->en, d_model 128, 2+2 layers, 8 heads, d_ff 512, BPE 4000, batches of '
          '1,200 tokens, seed 0, two at a time on the 2-core machine; validation perplexity every 300 steps, greedy BLEU '
@@ -123,9 +123,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--threads", type=int, default=1, help="PyTorch threads per process (default: 1)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     parser.add_argument("--data-dir", default=str(DEFAULT_DATA) if DEFAULT_DATA else None,
-                        help="folder with Multi30k's .gz files (default: $MINITRANSFORMER_MULTI30K_DIR, else "
-                             "shared/data/multi30k beside the checkout or a folder above it, else the package's "
-                             "cache, downloading what is missing)")
+                        help="folder with Multi30k's .gz files (default: $MINITRANSFORMER_MULTI30K_DIR, else the "
+                             "package's cache, downloading what is missing)")
     parser.add_argument("--out", type=Path, help="the JSON file (default: benchmarks/results/ablations-<device>.json, "
                                                  "ablations-quick.json with --quick)")
     parser.add_argument("--no-figure", action="store_true", help="write no PNG")
@@ -213,7 +212,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                        "trained for a fixed number of steps on Multi30k de->en; validation perplexity (plain NLL "
                        "per BPE token, all scored pairs) and sacreBLEU (greedy) on the first bleu_sentences "
                        "validation pairs",
-        "command": "python " + " ".join([os.path.relpath(__file__, HERE), *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(["python -m benchmarks.ablations", *(argv if argv is not None else sys.argv[1:])]),
         "commit": commit,
         "commits_of_the_runs": sorted({str(r.get("commit")) for r in records}),
         "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
@@ -245,14 +244,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   "every (variant, metric) comparison of the suite",
         "alpha": ALPHA, "confidence": CONFIDENCE, "spread": "± is the sample standard deviation over seeds (ddof 1)",
         "comparisons": analyse(report)}
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=1))
-    os.replace(tmp, out)
+    atomic_write(out, lambda handle: handle.write(json.dumps(report, indent=1).encode()))
     print(f"wrote {out} ({len(records)} of {len(names) * len(seeds)} jobs)", flush=True)
     if args.page is not None:
-        from minitransformer.ablation_report import update_page
+        from tools.write_docs import update_ablation_page
 
-        changed = update_page(args.page, report)
+        changed = update_ablation_page(args.page, report)
         print(f"{'rewrote' if changed else 'unchanged:'} the ablation section of {args.page}", flush=True)
     if not args.no_figure:
         from minitransformer.ablation_report import save_ablation_figure

@@ -1,6 +1,6 @@
 """Our Transformer against torch.nn.Transformer holding the same weights: training and inference, side by side.
 
-Usage: python benchmarks/compare_torch.py [--sizes dates d256 base] [--threads 1 2] [--device cpu]
+Usage: python -m benchmarks.compare_torch [--sizes dates d256 base] [--threads 1 2] [--device cpu]
                                           [--compile] [--quick] [--json benchmarks/results/compare-cpu.json]
 
 For each size and thread count (on a GPU: eager, and compiled with --compile), two measurements:
@@ -24,20 +24,16 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+from benchmarks.harness import side_by_side_decoding, side_by_side_training, synthetic_batches
+from minitransformer import Transformer, TransformerConfig, set_seed
 
-from minitransformer import Transformer, TransformerConfig, set_seed  # noqa: E402
-from minitransformer.profiling import (side_by_side_decoding, side_by_side_training,  # noqa: E402
-                                       synthetic_batches)
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 #: name -> (config overrides of TransformerConfig.base, vocabulary, batch tokens, padded length,
 #: training (repeats, timed steps), inference (repeats, untimed first run)). "dates" is the default

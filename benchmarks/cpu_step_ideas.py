@@ -1,13 +1,13 @@
 """What each speed idea buys the laptop translator: one training step of the small model, timed on this CPU.
 
 Usage:
-    python benchmarks/cpu_step_ideas.py                          # every idea, 3 rounds, about 3 minutes
-    python benchmarks/cpu_step_ideas.py --ideas base dropout_0 --rounds 2 --steps 2 --json out.json
+    python -m benchmarks.cpu_step_ideas                          # every idea, 3 rounds, about 3 minutes
+    python -m benchmarks.cpu_step_ideas --ideas base dropout_0 --rounds 2 --steps 2 --json out.json
 
 The baseline is one step of ``train --dataset multi30k`` on a machine without a CUDA GPU: the
 ``small`` preset (d_model 256, 3+3 layers) on a batch of 4,096 tokens per side (sentences of 16
 tokens, as Multi30k's average after BPE), forward, label-smoothed loss, backward and Adam
-(``minitransformer.profiling.time_training_steps``, the harness of the GPU comparison), with the
+(``benchmarks.harness.time_training_steps``, the harness of the GPU comparison), with the
 recipe's thread count. Each idea changes one thing. The ideas take turns within
 each round (the order flips every round), and the fastest round of each counts, which evens out
 other programs on a shared machine. Printed per idea: seconds per step, target tokens per second,
@@ -28,12 +28,10 @@ from typing import Any
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+from benchmarks.harness import StepTiming, synthetic_batches, time_training_steps
+from minitransformer import Transformer, TransformerConfig, set_seed
 
-from minitransformer import Transformer, TransformerConfig, set_seed  # noqa: E402
-from minitransformer.profiling import StepTiming, synthetic_batches, time_training_steps  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 LENGTH = 16
 
@@ -95,7 +93,7 @@ def main() -> None:
                      "first_step_seconds": first_step[name]})
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "command": " ".join(["python", "benchmarks/cpu_step_ideas.py", *sys.argv[1:]]),
+            "command": " ".join(["python", "-m", "benchmarks.cpu_step_ideas", *sys.argv[1:]]),
             "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
                         "threads_default": cores},
             "load_average": {"start": load_before, "end": os.getloadavg()[0]},

@@ -1,6 +1,6 @@
 """Greedy decoding of 64 tokens with the base model's shape, with and without the key/value cache.
 
-Usage: python benchmarks/decode_cache.py [--tokens 64] [--batch 1 8] [--vocab 8000] [--repeats 3]
+Usage: python -m benchmarks.decode_cache [--tokens 64] [--batch 1 8] [--vocab 8000] [--repeats 3]
 
 Prints the best-of-N wall time of each, per batch size, and the speed-up. The model is
 untrained (random weights): decoding cost does not depend on what the weights say, and an

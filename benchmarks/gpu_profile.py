@@ -1,8 +1,8 @@
 """The GPU profile in one command: the paper's base model trained on Multi30k de->en, measured.
 
 Usage:
-    python benchmarks/gpu_profile.py --data-dir DIR             # one CUDA GPU: about 9 minutes in all
-    python benchmarks/gpu_profile.py --preset tiny --max-steps 20 --train-size 500 --eval-sentences 10 \\
+    python -m benchmarks.gpu_profile --data-dir DIR             # one CUDA GPU: about 9 minutes in all
+    python -m benchmarks.gpu_profile --preset tiny --max-steps 20 --train-size 500 --eval-sentences 10 \\
         --data-dir DIR --out /tmp/profile                       # the same code path on a CPU, under a minute
 
 On a CUDA GPU it
@@ -19,7 +19,7 @@ On a CUDA GPU it
 
 Throughput is the median over the run's log intervals (the first two, which hold the
 compilation, left out); MFU counts model FLOPs as in the PaLM paper's appendix (see
-``minitransformer.profiling``) over the GPU's dense bf16 peak, "unknown" for a GPU not in
+``benchmarks.harness``) over the GPU's dense bf16 peak, "unknown" for a GPU not in
 the table. On a CPU nothing is compiled or in bf16 unless asked, and MFU is unknown.
 """
 
@@ -39,18 +39,15 @@ from typing import Any
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))  # run from a checkout without installing the package
+from benchmarks.harness import (compare_with_torch, device_name, mfu, peak_memory, peak_tflops, reset_peak_memory,
+                                stack_parameters, synthetic_batches, training_flops)
+from minitransformer import Transformer, TransformerConfig, get_device, set_seed
+from minitransformer.evaluation import bleu_signature
+from minitransformer.profile_results import SCHEMA, format_result_table, result_path
+from minitransformer.training import TrainOptions, loss_curves, read_log, save_loss_plot, train
+from minitransformer.utils import atomic_write
 
-from minitransformer import Transformer, TransformerConfig, get_device, set_seed  # noqa: E402
-from minitransformer.evaluation import bleu_signature  # noqa: E402
-from minitransformer.profile_results import SCHEMA, format_result_table, result_path  # noqa: E402
-from minitransformer.profiling import (compare_with_torch, device_name, mfu, peak_memory,  # noqa: E402
-                                       peak_tflops, reset_peak_memory, stack_parameters, synthetic_batches,
-                                       training_flops)
-from minitransformer.training import TrainOptions, loss_curves, read_log, save_loss_plot, train  # noqa: E402
-from minitransformer.utils import atomic_write  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 #: Splits scored at the end, by dataset.
 TEST_SPLITS = {"multi30k": "test2016", "dates": "test"}
@@ -201,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "device": {"name": name, "type": device.type, "peak_bf16_tflops": peak, "torch": torch.__version__,
                    "cuda": torch.version.cuda if cuda else None},
         "run": {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "command": shlex.join(["python", "benchmarks/gpu_profile.py", *(argv if argv is not None
+                "command": shlex.join(["python", "-m", "benchmarks.gpu_profile", *(argv if argv is not None
                                                                                  else sys.argv[1:])]),
                 "git_commit": _git_commit(), "time_budget": args.time_budget,
                 "wall_seconds": time.perf_counter() - started},

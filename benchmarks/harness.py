@@ -10,7 +10,7 @@ Three questions about a training step, each with one function:
   training step of ours and of a ``torch.nn.Transformer`` holding the same weights, on the
   same batches, eager and compiled.
 
-``benchmarks/gpu_profile.py`` puts them together and writes a result JSON;
+``python -m benchmarks.gpu_profile`` puts them together and writes a result JSON;
 :mod:`minitransformer.profile_results` reads it back for the lesson.
 """
 
@@ -26,12 +26,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .config import TransformerConfig
-from .data import Batch, collate_pairs
-from .interop import decoder_layer_to_torch, encoder_layer_to_torch, to_torch_nn_mask
-from .masks import make_causal_mask, make_padding_mask
-from .model import Transformer
-from .training.loss import label_smoothed_nll
+from minitransformer.config import TransformerConfig
+from minitransformer.data import Batch, collate_pairs
+from minitransformer.decoding import greedy_decode
+from minitransformer.interop import decoder_layer_to_torch, encoder_layer_to_torch, to_torch_nn_mask
+from minitransformer.masks import make_causal_mask, make_padding_mask
+from minitransformer.model import Transformer
+from minitransformer.training.step import paper_adam, train_step
 
 #: Dense (no sparsity) bf16 tensor-core peak in TFLOP/s, from the vendors' data sheets, keyed by
 #: what ``torch.cuda.get_device_name()`` returns. An unknown name gets no MFU: a guessed peak
@@ -304,19 +305,15 @@ def time_training_steps(module: nn.Module, batches: Sequence[Batch], device: tor
     if steps < 1 or warmup < 0 or not batches:
         raise ValueError(f"need steps >= 1, warmup >= 0 and some batches, got {steps}, {warmup}, {len(batches)}")
     on_device = [b.to(device) for b in batches]
-    fast = {"fused": True} if device.type == "cuda" else {"foreach": True}
-    optimizer = torch.optim.Adam(module.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, **fast)
-    autocast = (torch.autocast(device_type=device.type, dtype=torch.bfloat16) if bf16
-                else contextlib.nullcontext())
+    optimizer = paper_adam(module.parameters(), device, lr=1e-4)
     module.train()
 
+    def autocast() -> contextlib.AbstractContextManager:
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+
     def step(batch: Batch) -> None:
-        with autocast:
-            logits = module(batch.src, batch.tgt_in)  # (B, T, V)
-        loss, _, _ = label_smoothed_nll(logits, batch.tgt_out, label_smoothing, pad_id)
-        (loss / batch.n_tgt_tokens).backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        train_step(module, [batch], optimizer, scale=1 / batch.n_tgt_tokens, label_smoothing=label_smoothing,
+                   pad_id=pad_id, autocast=autocast)
 
     start = time.perf_counter()
     for i in range(warmup):
@@ -459,8 +456,6 @@ def side_by_side_decoding(model: Transformer, src: Tensor, device: torch.device,
         the fraction of generated tokens on which the two agree (same weights, same search:
         1.0 up to rounding near-ties).
     """
-    from .decoding import greedy_decode
-
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     ours = copy.deepcopy(model).to(device).eval()

@@ -1,9 +1,9 @@
 """A real translator on a laptop: Multi30k German -> English trained on this machine's CPU, measured.
 
 Usage:
-    python benchmarks/multi30k_cpu.py                      # seed 0: about half an hour on 2 idle cores
-    python benchmarks/multi30k_cpu.py --seeds 0 1 2        # the spread over seeds (runs one after another)
-    python benchmarks/multi30k_cpu.py --data-dir DIR --seeds 0 --epochs 1 --train-size 2000 \\
+    python -m benchmarks.multi30k_cpu                      # seed 0: about half an hour on 2 idle cores
+    python -m benchmarks.multi30k_cpu --seeds 0 1 2        # the spread over seeds (runs one after another)
+    python -m benchmarks.multi30k_cpu --data-dir DIR --seeds 0 --epochs 1 --train-size 2000 \\
         --out /tmp/m30k                                    # the same code path in a few minutes
 
 Each seed is the README's second main job, ``python -m minitransformer train --dataset multi30k``, run
@@ -40,17 +40,15 @@ from typing import Any
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))  # run from a checkout without installing the package
-
-from minitransformer.data import fetch_multi30k, load_multi30k  # noqa: E402
-from minitransformer.evaluation import bleu_signature  # noqa: E402
-from minitransformer.training import TrainOptions, read_log, train  # noqa: E402
-from minitransformer.training.checkpoint import (atomic_torch_save, average_checkpoints, list_checkpoints,  # noqa: E402
+from minitransformer.data import fetch_multi30k, load_multi30k
+from minitransformer.evaluation import bleu_signature
+from minitransformer.training import TrainOptions, read_log, train
+from minitransformer.training.checkpoint import (atomic_torch_save, average_checkpoints, list_checkpoints,
                                                  load_model)
-from minitransformer.translator import corpus_scores  # noqa: E402
-from minitransformer.utils import atomic_write  # noqa: E402
+from minitransformer.translator import corpus_scores
+from minitransformer.utils import atomic_write
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 #: Test sentences kept in the record with their translations.
 SAMPLES = 12
@@ -236,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = {k: v for k, v in runs[0]["options"].items() if k not in ("seed", "out", "overwrite")}
     result = {
         "schema": 1,
-        "command": shlex.join(["python", "benchmarks/multi30k_cpu.py",
+        "command": shlex.join(["python", "-m", "benchmarks.multi30k_cpu",
                                *(argv if argv is not None else sys.argv[1:])]),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "commit": git_commit(), "commits_of_the_runs": sorted({str(r["commit"]) for r in runs}),

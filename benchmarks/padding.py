@@ -1,6 +1,6 @@
 """Padding of token-budget batches on Multi30k, shuffled against sorted by length (lesson 07, section 2).
 
-Usage: python benchmarks/padding.py [--data-dir DIR] [--vocab 8000] [--batch-tokens 4096] [--out FILE]
+Usage: python -m benchmarks.padding [--data-dir DIR] [--vocab 8000] [--batch-tokens 4096] [--out FILE]
 
 Trains (or reloads from the cache) the Multi30k recipe's shared BPE vocabulary on the training
 pairs, encodes them, and cuts one epoch into batches with ``TokenBatchSampler`` twice: shuffled

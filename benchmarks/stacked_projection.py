@@ -1,6 +1,6 @@
 """Three Q/K/V projections against one stacked (3D, D) projection: forward and backward, on this machine.
 
-Usage: python benchmarks/stacked_projection.py [--sizes 256 512] [--rows 768] [--threads 1] [--repeats 15]
+Usage: python -m benchmarks.stacked_projection [--sizes 256 512] [--rows 768] [--threads 1] [--repeats 15]
                                                [--json FILE]
 
 ``nn.MultiheadAttention`` keeps W_Q, W_K and W_V stacked in one ``in_proj_weight`` of shape
@@ -10,7 +10,7 @@ lesson 04). This script measures whether stacking would make a training step fas
 width D it times, on ``rows`` token vectors (768 = the comparison benchmark's batch of 32 x 24),
 the three products plus the backward pass, and the stacked product (its weight concatenated at
 each call, as a module that keeps three parameters would have to) plus the backward pass,
-taking turns (:func:`minitransformer.profiling.alternate`), and prints the fastest of
+taking turns (:func:`benchmarks.harness.alternate`), and prints the fastest of
 ``repeats`` turns of each and the ratio. Both compute the same numbers (checked before timing).
 """
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -27,11 +26,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+from benchmarks.harness import alternate
 
-from minitransformer.profiling import alternate  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def best_of(fn: Callable[[], None], repeats: int) -> float:

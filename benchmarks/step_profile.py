@@ -1,10 +1,10 @@
 """A training step of our Transformer against torch.nn.Transformer, with the PyTorch profiler's view.
 
-Usage: python benchmarks/step_profile.py [--sizes tiny small base] [--batch-tokens 1024] [--length 24]
+Usage: python -m benchmarks.step_profile [--sizes tiny small base] [--batch-tokens 1024] [--length 24]
                                          [--steps 10] [--repeats 3] [--vocab 8000] [--device cpu]
                                          [--bf16] [--compile] [--profile]
 
-For each size, both models hold the same weights (``minitransformer.profiling.TorchTransformer``)
+For each size, both models hold the same weights (``benchmarks.harness.TorchTransformer``)
 and take the same training steps (forward, label-smoothed loss, backward, Adam) on the same
 padded batches. Prints tokens per second of each (the best of --repeats rounds, the two
 models taking turns, which evens out a busy machine) and the ratio ours / nn.Transformer
@@ -15,18 +15,14 @@ The gpu_profile command runs the same comparison at the base size on a GPU.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+from benchmarks.harness import TorchTransformer, compare_with_torch, profile_training_step, synthetic_batches
+from minitransformer import Transformer, TransformerConfig, get_device, set_seed
 
-from minitransformer import Transformer, TransformerConfig, get_device, set_seed  # noqa: E402
-from minitransformer.profiling import (TorchTransformer, compare_with_torch, profile_training_step,  # noqa: E402
-                                       synthetic_batches)
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 #: d_model, n_heads, d_ff, layers of each size ("base" is the paper's Table 3).
 SIZES = {"tiny": (64, 4, 256, 2), "small": (256, 4, 1024, 3), "base": (512, 8, 2048, 6)}

@@ -1,6 +1,6 @@
 """The default ``python -m minitransformer train``, quiet and next to a busy process, by thread count.
 
-Usage: python benchmarks/train_threads.py [--threads 1 2] [--busy 1] [--skip-quiet] [--json out.json]
+Usage: python -m benchmarks.train_threads [--threads 1 2] [--busy 1] [--skip-quiet] [--json out.json]
 
 For each thread count it runs the default ``train`` (dates, the 0.25M-parameter model) as a
 subprocess in a temporary folder, once on an otherwise quiet machine and once while ``--busy``

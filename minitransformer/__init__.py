@@ -1,13 +1,7 @@
 """minitransformer: the Transformer of "Attention Is All You Need", built to be read.
 
-Every lesson of the course imports its pieces from here. Importing has no side effects, except in
-the ``minitransformer`` command itself, where Ctrl-C during start-up ends it with one line (_startup.py).
+Every lesson of the course imports its pieces from here. Importing has no side effects.
 """
-
-from ._startup import guard as _guard
-
-_guard()  # before torch loads; a no-op unless this process is the command line
-del _guard
 
 from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .config import TransformerConfig

@@ -19,6 +19,7 @@ with this same function and checks it against the stored result.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -29,10 +30,12 @@ import torch
 
 from .config import TransformerConfig
 from .data import SharedTokenizer, TokenBatchSampler, collate_pairs, load_multi30k
+from .data.multi30k import ENV_VAR as MULTI30K_ENV_VAR
 from .evaluation import bleu, translate_sentences
 from .model import Transformer
 from .training.loss import label_smoothed_nll
 from .training.schedule import transformer_scheduler
+from .training.step import paper_adam, train_step
 from .utils import set_seed
 
 
@@ -244,24 +247,13 @@ class AblationData:
     bleu_pairs: list[tuple[str, str]]
 
 
-def find_multi30k(start: str | Path | None = None) -> Path | None:
-    """A local Multi30k folder: ``$MINITRANSFORMER_MULTI30K_DIR``, else ``shared/data/multi30k`` beside
-    ``start`` (default: the working directory) or beside any folder above it; None if there is none.
+def find_multi30k() -> Path | None:
+    """The Multi30k folder named by ``$MINITRANSFORMER_MULTI30K_DIR``, or None.
 
     None lets :func:`load_ablation_data` use the package's cache (and download what is missing).
     """
-    import os
-
-    from .data.multi30k import ENV_VAR
-
-    if os.environ.get(ENV_VAR):
-        return Path(os.environ[ENV_VAR])
-    here = Path(start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / "shared" / "data" / "multi30k"
-        if (candidate / "train.de.gz").is_file():
-            return candidate
-    return None
+    folder = os.environ.get(MULTI30K_ENV_VAR)
+    return Path(folder).expanduser() if folder else None
 
 
 def load_ablation_data(size: AblationSize, data_dir: str | Path | None = None, src_lang: str = "de",
@@ -369,8 +361,7 @@ def run_ablation(name: str, seed: int, size: AblationSize, data: AblationData,
     config = config.replace(src_vocab_size=tok.vocab_size, tgt_vocab_size=tok.vocab_size, pad_id=tok.pad_id)
     set_seed(seed)
     model = Transformer(config).to(device)
-    fast = {"fused": True} if device.type == "cuda" else {"foreach": True}
-    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, **fast)
+    optimizer = paper_adam(model.parameters(), device)
     scheduler = transformer_scheduler(optimizer, config.d_model, size.warmup, size.lr_factor,
                                       training["lr_schedule"])
     sampler = TokenBatchSampler([len(s) for s, _ in data.train_ids], [len(t) for _, t in data.train_ids],
@@ -386,18 +377,14 @@ def run_ablation(name: str, seed: int, size: AblationSize, data: AblationData,
         for indices in sampler:
             batch = collate_pairs([data.train_ids[i] for i in indices], tok.pad_id, tok.bos_id, tok.eos_id)
             batch = batch.to(device)
-            logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-            loss_sum, nll_sum, n = label_smoothed_nll(logits, batch.tgt_out, training["label_smoothing"],
-                                                      tok.pad_id)
-            (loss_sum / batch.n_tgt_tokens).backward()
-            if training["clip_norm"] > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), training["clip_norm"])
             lr = optimizer.param_groups[0]["lr"]
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+            # Divided by the batch's target tokens, as the committed suite was trained (1 / n rounds to the same
+            # float32 as the division for every n below 2**22: the same gradients).
+            _, nll_sum, _ = train_step(model, [batch], optimizer, scheduler=scheduler, scale=1 / batch.n_tgt_tokens,
+                                       label_smoothing=training["label_smoothing"], pad_id=tok.pad_id,
+                                       clip_norm=training["clip_norm"])
             step += 1
-            since_nll += nll_sum.detach().cpu()
+            since_nll += nll_sum.cpu()
             since_tokens += batch.n_tgt_tokens
             if step % size.log_every == 0 or step == total:
                 mean = float(since_nll) / since_tokens
@@ -499,5 +486,5 @@ def with_size(size: AblationSize, **changes: Any) -> AblationSize:
 
 
 __all__ = ["AblationData", "AblationSize", "PAPER_BASE", "QUICK_VARIANTS", "SIZES", "VARIANTS", "Variant",
-           "find_multi30k", "init_worker", "job_settings", "run_worker_job", "load_ablation_data", "run_ablation", "summarize", "validation_perplexity", "variant",
-           "with_size"]
+           "find_multi30k", "init_worker", "job_settings", "run_worker_job", "load_ablation_data", "run_ablation",
+           "summarize", "validation_perplexity", "variant", "with_size"]

@@ -9,7 +9,7 @@
     python -m minitransformer average --checkpoints runs/multi30k --last 5 --out runs/multi30k/averaged.pt
     python -m minitransformer workspace my-course            # your own copy of the lessons and exercises
     python -m minitransformer download                      # Multi30k and Tiny Shakespeare, once
-    python -m minitransformer grade submissions/
+    python -m minitransformer grade submissions/             # the instructor's grader (pip install -e grader)
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import _startup
 from .training.options import CPU_RECIPES, DATASETS, PRECISIONS, PRESETS, RECIPES
 
 _UNSET = object()
@@ -153,8 +152,8 @@ class _Renamed(io.TextIOBase):
         self.stream = stream
 
     def write(self, text: str) -> int:
-        # "python -m minitransformer.grading grade X" (the grader's own name for it) is "python -m minitransformer grade X".
-        for name in ("python -m minitransformer.grading grade", "python -m minitransformer.grading"):
+        # "python -m minitransformer_grader grade X" (the grader's own name for it) is "python -m minitransformer grade X".
+        for name in ("python -m minitransformer_grader grade", "python -m minitransformer_grader"):
             text = text.replace(name, "python -m minitransformer grade")
         self.stream.write(text)
         return len(text)
@@ -246,8 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "so that the course then runs offline.")
     download.add_argument("--data-dir", help="put Multi30k in this existing folder instead of the cache")
     commands.add_parser("grade", help="grade exercise notebooks; EXECUTES the submitted code (see: minitransformer "
-                        "grade --help)", description="Grade exercise notebooks; the options are those of "
-                        "python -m minitransformer.grading.")
+                        "grade --help); the instructor's grader, installed apart (pip install -e grader)",
+                        description="Grade exercise notebooks; the options are those of python -m "
+                        "minitransformer_grader.")
     return parser
 
 
@@ -518,8 +518,33 @@ def _run_download(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_grade(argv: list[str]) -> int:
+    """``grade``: the instructor's grader, its own distribution, found through its entry point.
+
+    The grader (``grader/`` in the repository, the ``minitransformer-grader`` distribution) declares
+    ``grade`` in the entry-point group ``minitransformer.commands``; the library never imports it by
+    name. It has its own parser (``python -m minitransformer_grader``); its usage and errors name the
+    command that was typed here.
+    """
+    from importlib.metadata import entry_points
+
+    found = entry_points(group="minitransformer.commands", name="grade")
+    if not found:
+        print("minitransformer grade: the instructor's grader is not installed; in the course's repository: "
+              "pip install -e grader", file=sys.stderr)
+        return 2
+    grade = next(iter(found)).load()
+    with contextlib.redirect_stdout(_Renamed(sys.stdout)), contextlib.redirect_stderr(_Renamed(sys.stderr)):
+        return grade(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (130 after Ctrl-C, 2 after an error).
+
+    Ctrl-C ends a command with one line on stderr and status 130, never a traceback (a training run
+    first saves a checkpoint); ``grade`` handles its own. Before this runs, during ``import minitransformer``
+    (which loads torch), Ctrl-C is Python's ``KeyboardInterrupt``, as for any library: the package
+    installs no signal handler when it is imported.
 
     Args:
         argv: the arguments after the program name (default: ``sys.argv[1:]``).
@@ -528,15 +553,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["grade"]:
-        # The grader has its own parser (python -m minitransformer.grading); its usage and errors
-        # name the command that was typed here.
-        from .grading import main as grade
-
-        with contextlib.redirect_stdout(_Renamed(sys.stdout)), contextlib.redirect_stderr(_Renamed(sys.stderr)):
-            return grade(argv[1:])
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    _startup.done()  # from here on, Ctrl-C is the command's to handle (a training run saves a checkpoint)
+        return _run_grade(argv[1:])
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:
+        print("minitransformer: interrupted (Ctrl-C) while starting", file=sys.stderr)
+        return 130
     try:
         if args.command == "train":
             return _run_train(args, argv[1:])

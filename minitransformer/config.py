@@ -14,9 +14,6 @@ from typing import Any
 POSITIONALS = ("sinusoidal", "learned", "none")
 #: Initialisations of the token embedding tables (``TransformerConfig.embedding_init``).
 EMBEDDING_INITS = ("xavier", "normal")
-#: The embedding start of a stored config that has no ``embedding_init`` (every config written
-#: before the field existed was trained with Xavier-uniform token tables).
-LEGACY_EMBEDDING_INIT = "xavier"
 
 
 @dataclass(frozen=True)
@@ -54,11 +51,6 @@ class TransformerConfig:
             sqrt(2 / (V + d_model)), so with a vocabulary of thousands a scaled token vector starts
             several times smaller than the sinusoid, and the positions drown the words early in
             training). The paper does not say; lesson 10 measures the difference.
-
-    Old checkpoints, written before ``positional``, ``scale_attention``, ``d_qk`` and
-    ``embedding_init`` existed, load with the values those checkpoints were trained with: the
-    defaults for the first three, and "xavier" for a config without ``embedding_init`` (the
-    default before it changed to "normal"; see :data:`LEGACY_EMBEDDING_INIT`).
     """
 
     src_vocab_size: int
@@ -168,8 +160,6 @@ class TransformerConfig:
         missing = [name for name in ("src_vocab_size", "tgt_vocab_size") if name not in values]
         if missing:
             raise ValueError(f"TransformerConfig.from_dict is missing required fields {missing}")
-        if "embedding_init" not in values:  # written before the field existed: trained with Xavier
-            values = {**values, "embedding_init": LEGACY_EMBEDDING_INIT}
         return cls(**values)
 
     def replace(self, **changes: Any) -> "TransformerConfig":

@@ -25,7 +25,7 @@ from .cache import DecoderCache
 from .config import TransformerConfig
 from .masks import check_mask, make_causal_mask, make_padding_mask
 from .model import Transformer
-from .utils import check_memory
+from .utils import check_int, check_memory
 
 
 def _next_logits(model: Transformer, ys: Tensor, memory: Tensor, src_mask: Tensor,
@@ -57,19 +57,9 @@ def _encode(model: Transformer, src: Tensor, src_mask: Tensor | None) -> tuple[T
     return memory, src_mask
 
 
-def _check_int(value: object, name: str, low: int, high: int | None = None, why: str = "") -> int:
-    """``value`` as an int in [low, high) (no upper bound when ``high`` is None), or a clear error."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value < low or (high is not None and value >= high):
-        bounds = f"in [{low}, {high})" if high is not None else f"at least {low}"
-        raise ValueError(f"{name} must be {bounds}{why}, got {value}")
-    return value
-
-
 def _check_max_len(model: Transformer, max_len: int) -> None:
     """The decoder reads up to ``max_len`` positions: refuse before the first step what the table cannot hold."""
-    _check_int(max_len, "max_len", 1)
+    check_int(max_len, "max_len", 1)
     table = model.config.max_len
     if max_len > table:
         raise ValueError(
@@ -93,9 +83,9 @@ def _prepare(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None,
         raise ValueError(f"src row(s) {rows} hold only padding (pad_id={pad_id}): there is no source to translate; "
                          "leave such rows out of the batch")
     in_vocab = f" (a token id of the target vocabulary, tgt_vocab_size={vocab})"
-    _check_int(bos_id, "bos_id", 0, vocab, in_vocab)
+    check_int(bos_id, "bos_id", 0, below=vocab, why=in_vocab)
     if eos_id is not None:
-        _check_int(eos_id, "eos_id", 0, vocab, in_vocab)
+        check_int(eos_id, "eos_id", 0, below=vocab, why=in_vocab)
     if bos_id == pad_id:
         raise ValueError(
             f"bos_id={bos_id} is also the model's pad id: the start token would be hidden as padding wherever "
@@ -107,7 +97,7 @@ def _prepare(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None,
     else:
         if isinstance(banned_ids, (str, bytes)) or not isinstance(banned_ids, Sequence):
             raise TypeError(f"banned_ids must be a sequence of token ids or None, got {type(banned_ids).__name__}")
-        banned = [_check_int(i, "each of banned_ids", 0, vocab, in_vocab) for i in banned_ids]
+        banned = [check_int(i, "each of banned_ids", 0, below=vocab, why=in_vocab) for i in banned_ids]
         if eos_id is not None and eos_id in banned:
             raise ValueError(f"eos_id={eos_id} is in banned_ids {list(banned_ids)}: no sentence could ever end")
         if len(set(banned)) >= vocab:
@@ -231,8 +221,8 @@ def beam_search(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None
         (unless cut at its maximum length) and padded after it.
     """
     banned = _prepare(model, src, bos_id, eos_id, banned_ids)
-    _check_int(beam_size, "beam_size", 1)
-    _check_int(max_extra_len, "max_extra_len", 0)
+    check_int(beam_size, "beam_size", 1)
+    check_int(max_extra_len, "max_extra_len", 0)
     _check_alpha(alpha)
     if max_len is not None:
         _check_max_len(model, max_len)

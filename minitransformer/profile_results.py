@@ -1,6 +1,6 @@
 """Reading the GPU profile's result files: a table and a figure for the lesson (lesson 08).
 
-``python benchmarks/gpu_profile.py`` writes one JSON file per GPU into
+``python -m benchmarks.gpu_profile`` writes one JSON file per GPU into
 ``benchmarks/results/`` (:func:`result_path` names it). Lesson 08 shows a committed one with
 
     results = find_results("../benchmarks/results")

@@ -1,8 +1,10 @@
-"""Device choice and reproducibility (the two helpers every lesson starts with), and safe file writing."""
+"""Device choice and reproducibility (the two helpers every lesson starts with), argument checks, and safe
+file writing."""
 
 from __future__ import annotations
 
 import errno
+import math
 import os
 import random
 import tempfile
@@ -62,6 +64,54 @@ def check_seed(seed: object, name: str = "seed") -> int:
         shown = f"{seed}" if len(str(seed)) <= 30 else f"a {len(str(abs(seed)))}-digit number"
         raise ValueError(f"{name} must be an integer in [0, 2**64) (PyTorch's generator holds 64 bits), got {shown}")
     return seed
+
+
+def check_int(value: object, name: str, low: int, *, below: int | None = None, at_most: int | None = None,
+              why: str = "") -> int:
+    """``value`` itself if it is an int from ``low`` on, under ``below`` or up to ``at_most``, else one clear error.
+
+    Args:
+        value: what the caller was given.
+        name: the argument's name, for the message.
+        low: the smallest value allowed.
+        below: the first value too large (a size: ids of a vocabulary of V are ``below=V``).
+        at_most: the largest value allowed (a setting's range, both ends included).
+        why: said after the bounds, e.g. " (a token id of the vocabulary)".
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if below is not None and not low <= value < below:
+        raise ValueError(f"{name} must be in [{low}, {below}){why}, got {value}")
+    if at_most is not None and not low <= value <= at_most:
+        raise ValueError(f"{name} must be in [{low}, {at_most}]{why}, got {value}")
+    if value < low:
+        raise ValueError(f"{name} must be at least {low}{why}, got {value}")
+    return value
+
+
+def check_number(value: object, name: str, low: float | None = None, high: float | None = None,
+                 low_open: bool = False, high_open: bool = False, why: str = "") -> float:
+    """``value`` as a float inside the given bounds (closed unless ``*_open``), else one clear error."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    too_low = low is not None and (value <= low if low_open else value < low)
+    too_high = high is not None and (value >= high if high_open else value > high)
+    if too_low or too_high:
+        left = "" if low is None else ("(" if low_open else "[") + f"{low:g}"
+        right = "" if high is None else f"{high:g}" + (")" if high_open else "]")
+        interval = f"in {left or '(-inf'}, {right or 'inf)'}"
+        raise ValueError(f"{name} must be {interval}{why}, got {value}")
+    return float(value)
+
+
+def check_even(value: object, name: str) -> int:
+    """A positive even int (the sine and cosine columns of a positional table pair up), else one clear error."""
+    check_int(value, name, 2)
+    if value % 2:  # type: ignore[operator]
+        raise ValueError(f"{name} must be a positive even integer (sine and cosine columns pair up), got {value}")
+    return value  # type: ignore[return-value]
 
 
 def check_memory(nbytes: float, what: str, device: torch.device | str | None = None) -> None:

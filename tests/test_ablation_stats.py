@@ -93,14 +93,15 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 
 def test_the_ablation_page_table_is_the_one_the_committed_json_gives() -> None:
-    from minitransformer.ablation_report import PAGE_END, PAGE_START, load_results, page_section
+    from minitransformer.ablation_report import load_results, page_section
+    from tools.write_docs import PAGE_END, PAGE_START
 
     report = load_results(ROOT / "benchmarks" / "results" / "ablations-cpu.json")
     page = (ROOT / "docs" / "ablations.md").read_text(encoding="utf-8")
     block = page.split(PAGE_START, 1)[1].split(PAGE_END, 1)[0].strip()
     assert block == page_section(report).strip(), (
-        "docs/ablations.md's ablation table differs from the JSON: run `python tools/write_docs.py` (or "
-        "`python benchmarks/ablations.py --summarize-only --page docs/ablations.md`, which first rewrites the JSON "
+        "docs/ablations.md's ablation table differs from the JSON: run `python -m tools.write_docs` (or "
+        "`python -m benchmarks.ablations --summarize-only --page docs/ablations.md`, which first rewrites the JSON "
         "from the finished jobs)")
 
 

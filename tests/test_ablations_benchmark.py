@@ -1,8 +1,7 @@
-"""``benchmarks/ablations.py --quick`` at a tiny size: the JSON, the figure, and resuming after an interruption."""
+"""``python -m benchmarks.ablations --quick`` at a tiny size: the JSON, the figure, and resuming after an interruption."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -10,31 +9,23 @@ from pathlib import Path
 import pytest
 import torch
 
+from benchmarks import ablations as bench
 from minitransformer.ablation_report import load_results
 from minitransformer.ablations import SIZES, VARIANTS, find_multi30k, load_ablation_data, run_ablation, summarize
 
-ROOT = Path(__file__).resolve().parents[1]
-MULTI30K = find_multi30k(ROOT)
+MULTI30K = find_multi30k()  # $MINITRANSFORMER_MULTI30K_DIR (conftest.py names ../shared/data/multi30k)
 needs_multi30k = pytest.mark.skipif(MULTI30K is None, reason="no local Multi30k folder (tests never download it)")
-
-
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("ablations_benchmark", ROOT / "benchmarks" / "ablations.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @needs_multi30k
 def test_quick_suite_writes_results_and_resumes(tmp_path: Path, capsys) -> None:
-    bench = _benchmark()
     out = tmp_path / "quick.json"
     argv = ["--quick", "--size", "tiny", "--out", str(out), "--data-dir", str(MULTI30K), "--jobs", "2"]
     report = bench.main(argv)
     names = ["baseline", "no_pos", "no_warmup", "smoothing_0"]
     assert report["variants"] == names and report["seeds"] == [0, 1] and report["complete"]
     stored = json.loads(out.read_text())
-    assert stored["command"].startswith("python benchmarks/ablations.py --quick")
+    assert stored["command"].startswith("python -m benchmarks.ablations --quick")
     assert stored["machine"]["torch"] == torch.__version__ and len(stored["load_average"]["start"]) == 3
     assert out.with_suffix(".png").stat().st_size > 10_000
     for name in names:
@@ -93,14 +84,13 @@ def test_device_cuda_picks_the_base_size_one_job_at_a_time(tmp_path: Path, monke
     # No GPU here: pretend one, and run no job (--summarize-only), to check what the GPU suite would run.
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "a pretend GPU")
-    report = _benchmark().main(["--device", "cuda", "--summarize-only", "--no-figure", "--out", str(tmp_path / "g.json")])
+    report = bench.main(["--device", "cuda", "--summarize-only", "--no-figure", "--out", str(tmp_path / "g.json")])
     assert report["size_name"] == "base" and report["size"]["d_model"] == 512 and report["size"]["layers"] == 6
     assert report["jobs_at_a_time"] == 1 and report["machine"]["gpu"] == "a pretend GPU"
     assert report["seeds"] == [0, 1, 2] and len(report["variants"]) == len(VARIANTS) and not report["complete"]
 
 
 def test_bad_arguments_are_refused(capsys) -> None:
-    bench = _benchmark()
     with pytest.raises(SystemExit):
         bench.main(["--device", "tpu"])
     assert "--device must be cpu or cuda, got 'tpu'" in capsys.readouterr().err

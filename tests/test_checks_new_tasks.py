@@ -11,16 +11,16 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from minitransformer import MultiHeadAttention, PositionwiseFeedForward, beam_search
-from minitransformer.grading import (check_additive_scores, check_alignment_and_context, check_answer,
-                                     check_beam_search, check_beam_step, check_checkpoint_average,
-                                     check_corpus_bleu, check_decoder_layer, check_layers_to_connect,
-                                     check_normalised_scores, check_offset_rotation, check_one_hot_embedding,
-                                     check_scaled_embedding, check_shifted_target, check_skipgram_gradients,
-                                     check_split_and_merge_heads, check_tied_output, check_token_batches,
-                                     check_warmup_schedule)
-from minitransformer.grading.decoding_checks import _decoding_model
-from minitransformer.grading.intro_checks import _layers_needed, _reach_by_simulation
-from minitransformer.grading.translation_checks import _search_by_hand, _search_cases, _ToyNextLogProbs
+from minitransformer.checks import (check_additive_scores, check_alignment_and_context, check_answer,
+                                    check_beam_search, check_beam_step, check_checkpoint_average,
+                                    check_corpus_bleu, check_decoder_layer, check_layers_to_connect,
+                                    check_normalised_scores, check_offset_rotation, check_one_hot_embedding,
+                                    check_scaled_embedding, check_shifted_target, check_skipgram_gradients,
+                                    check_split_and_merge_heads, check_tied_output, check_token_batches,
+                                    check_warmup_schedule)
+from minitransformer.checks._common import _decoding_model
+from minitransformer.checks.lesson00 import _layers_needed, _reach_by_simulation
+from minitransformer.checks.lesson08 import _search_by_hand, _search_cases, _ToyNextLogProbs
 
 
 def passes(check: Callable[..., None], *args: Any, capsys: pytest.CaptureFixture[str], task: int = 1) -> None:

@@ -16,11 +16,11 @@ import nbformat
 import pytest
 import torch
 
-from minitransformer.grading import check_causal_mask, check_scaled_dot_product_attention
+from minitransformer.checks import check_causal_mask, check_scaled_dot_product_attention
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-CHECKS_FILE = re.compile(r"grading[/\\]\w+\.py")  # a frame of the checks (the grading package's modules)
+CHECKS_FILE = re.compile(r"checks[/\\]\w+\.py")  # a frame of the checks (the modules of minitransformer.checks)
 
 UNSCALED = '''def my_attention(query, key, value, mask=None):
     scores = query @ key.transpose(-2, -1)
@@ -62,7 +62,7 @@ def test_a_failed_check_shows_the_cell_and_the_message_only(shown):
     assert text.rstrip().endswith("AssertionError: my_attention(query (2, 4, 8), key (2, 4, 8), value (2, 4, 8)) "
                                   "[self-attention (B, T, d_k)]: wrong weights. The scores must be divided by "
                                   "sqrt(d_k) before the softmax; yours are not scaled."), text
-    for internal in ("minitransformer/grading", "_known_mistake", "raise AssertionError", "hint", "skipping hidden"):
+    for internal in ("minitransformer/checks", "_known_mistake", "raise AssertionError", "hint", "skipping hidden"):
         assert internal not in text, (internal, text)
 
 
@@ -71,7 +71,7 @@ def test_the_learners_own_error_keeps_the_learners_line(shown):
     assert "@ torch.ones(3)  # the learner's bug" in text and "RuntimeError" in text  # where their code broke
     assert "check_padding_mask(my_padding_mask, task=2)" in text
     assert "raised RuntimeError" in text.splitlines()[-1]
-    for internal in ("minitransformer/grading", "_LEARNER_DEPTH", "raise AssertionError", "skipping hidden"):
+    for internal in ("minitransformer/checks", "_LEARNER_DEPTH", "raise AssertionError", "skipping hidden"):
         assert internal not in text, (internal, text)
 
 

@@ -1,4 +1,4 @@
-"""The checks of exercises 09 (grading.variant_checks): correct code passes, each usual mistake is named."""
+"""The checks of exercise 09 (minitransformer.checks.lesson09): correct code passes, each usual mistake is named."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from minitransformer import DecoderOnlyLM, masked_mean, next_token_probabilities
-from minitransformer.grading import (check_decoder_only_logits, check_family_choice, check_masked_mean,
-                                     check_next_token_probabilities)
-from minitransformer.grading.variant_checks import APPLICATIONS, FAMILIES
+from minitransformer.checks import (check_decoder_only_logits, check_family_choice, check_masked_mean,
+                                    check_next_token_probabilities)
+from minitransformer.checks.lesson09 import APPLICATIONS, FAMILIES
 
 
 # ---------------------------------------------------------------------------------------------

@@ -165,17 +165,16 @@ def test_attention_command_writes_every_map(run_dir: Path, tmp_path: Path, capsy
     assert [p.name for p in (out / "given").glob("*.png")] == ["cross_layer1.png"]
 
 
-def test_grade_subcommand_runs_the_grader(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as stop:
-        main(["grade", "--help"])
-    assert stop.value.code == 0
-    assert "--json" in capsys.readouterr().out
+def test_grade_without_the_grader_says_in_one_line_how_to_install_it(capsys: pytest.CaptureFixture[str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # The grader is its own distribution, found through its entry point (its tests: grader/tests); here none is.
+    import importlib.metadata
 
-
-def test_grade_usage_names_the_command_typed(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit):
-        main(["grade", "--help"])
-    assert capsys.readouterr().out.startswith("usage: python -m minitransformer grade ")
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **selection: importlib.metadata.EntryPoints(()))
+    assert main(["grade", "submissions/"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured
+    assert "grader is not installed" in captured.err and "pip install -e grader" in captured.err
 
 
 def test_a_dates_run_logs_its_locales_languages_and_its_threads(run_dir: Path) -> None:
@@ -321,13 +320,6 @@ def test_a_blank_line_on_standard_input_is_skipped_with_a_note(run_dir: Path, ca
     captured = capsys.readouterr()
     assert captured.out.splitlines() == [first, "", second]  # output lines stay aligned with input lines
     assert "line(s) 2 of standard input are empty: skipped" in captured.err
-
-
-def test_grade_help_names_each_command_once(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit):
-        main(["grade", "--help"])
-    out = capsys.readouterr().out
-    assert "grade grade" not in out and "python -m minitransformer grade submissions/" in out
 
 
 def test_attention_and_translate_accept_the_same_long_sentence(run_dir: Path, tmp_path: Path,

@@ -1,11 +1,10 @@
-"""benchmarks/compare_torch.py and stacked_projection.py at a tiny size: they run, write their JSON, and both models decode alike.
+"""benchmarks.compare_torch and stacked_projection at a tiny size: they run, write their JSON, and both models decode alike.
 
 No timing is asserted: speeds on a shared machine say nothing about correctness.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -14,21 +13,15 @@ from pathlib import Path
 import torch
 
 from minitransformer import Transformer, TransformerConfig, greedy_decode, set_seed
-from minitransformer.profiling import TorchTransformer
+from benchmarks import compare_torch
+from benchmarks.harness import TorchTransformer
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("compare_torch", ROOT / "benchmarks" / "compare_torch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_benchmark_runs_at_a_tiny_size_and_writes_every_record(tmp_path):
     out = tmp_path / "compare.json"
-    result = _benchmark().main(["--quick", "--sizes", "dates", "base", "--threads", "1", "--device", "cpu",
+    result = compare_torch.main(["--quick", "--sizes", "dates", "base", "--threads", "1", "--device", "cpu",
                                 "--json", str(out)])
     saved = json.loads(out.read_text())
     assert saved["records"] == json.loads(json.dumps(result["records"]))
@@ -54,14 +47,14 @@ def test_torch_greedy_decoding_without_a_cache_matches_ours_with_one():
 
 def test_stacked_projection_benchmark_runs_and_reports_both_timings(tmp_path: Path) -> None:
     out = tmp_path / "stacked.json"
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "stacked_projection.py"), "--sizes", "8", "16",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.stacked_projection", "--sizes", "8", "16",
                            "--rows", "4", "--repeats", "1", "--json", str(out)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert "three / stacked" in done.stdout
     found = json.loads(out.read_text())
     assert [r["d_model"] for r in found["results"]] == [8, 16]
     assert all(r["three_s"] > 0 and r["stacked_s"] > 0 and r["ratio"] > 0 for r in found["results"])
-    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "stacked_projection.py"), "--rows", "0"],
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run([sys.executable, "-m", "benchmarks.stacked_projection", "--rows", "0"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert bad.returncode == 2 and "must be >= 1" in bad.stderr

@@ -108,9 +108,9 @@ def test_strict_compile_catches_a_graph_break() -> None:
 
 
 def test_the_compiled_comparison_traces_our_model_to_one_graph(monkeypatch: pytest.MonkeyPatch) -> None:
-    # benchmarks/gpu_profile.py times a compiled step of our model against nn.Transformer's: a break in
+    # benchmarks.gpu_profile times a compiled step of our model against nn.Transformer's: a break in
     # our graph would tilt the ratio. nn.Transformer is PyTorch's own and is compiled as it comes.
-    from minitransformer.profiling import compare_with_torch, synthetic_batches
+    from benchmarks.harness import compare_with_torch, synthetic_batches
 
     real_compile = torch.compile
     strict: list[bool] = []

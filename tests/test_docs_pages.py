@@ -1,7 +1,7 @@
 """The README and the pages of docs/: short, linked, on the website, and every measured figure from the data.
 
 * Every generated block of README.md and docs/*.md (``<!-- generated: NAME -->`` ... and the ablation
-  results of docs/ablations.md) is what ``python tools/write_docs.py`` writes from the committed records
+  results of docs/ablations.md) is what ``python -m tools.write_docs`` writes from the committed records
   in benchmarks/results/ and the lessons' stored outputs; the check fails on a stale page, on a changed
   record and on broken markers (shown here on a copy of the pages and the data).
 * Outside those blocks no measured figure is typed by hand: no time, share, ratio, size, speed, BLEU
@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
 import re
@@ -31,23 +31,12 @@ README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [README, *DOCS]
 # Pages whose figures are not measurements of this kind: what_is_safe.md states limits and the outcomes of
-# the grader's hostile tests (tests/test_grading_hostile.py checks them), AUTHORING.md the rules for a lesson.
+# the grader's hostile tests (grader/tests/test_grading_hostile.py checks them), AUTHORING.md the rules for a lesson.
 NOT_SCANNED = {"what_is_safe.md", "AUTHORING.md"}
 
 
-def _module(name: str, path: Path) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def write_docs() -> ModuleType:
-    return _module("write_docs", ROOT / "tools" / "write_docs.py")
+    return importlib.import_module("tools.write_docs")
 
 
 # --- Generated blocks: written from the data, and the check can fail ------------------------------------------
@@ -57,7 +46,7 @@ def test_every_page_is_up_to_date_with_its_data() -> None:
     stale, problems = write_docs().run(ROOT, check=True)
     assert not problems, "\n".join(problems)
     assert not stale, ("pages out of date with benchmarks/results/ or the stored lessons: " + "; ".join(stale)
-                       + ". Run `python tools/write_docs.py` and commit the pages.")
+                       + ". Run `python -m tools.write_docs` and commit the pages.")
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -111,7 +100,7 @@ def test_the_check_catches_a_stale_page_and_changed_data(tmp_path: Path) -> None
     assert sorted(stale) == ["README.md (setup-times)", "docs/benchmarks.md (translator)",
                              "docs/training.md (translator-headline)"], stale
 
-    # The ablation table, between the markers of minitransformer.ablation_report.
+    # The ablation table, between the markers of tools/write_docs.py.
     tool.run(root)
     page = root / "docs" / "ablations.md"
     text = page.read_text(encoding="utf-8")
@@ -137,31 +126,31 @@ def test_the_check_names_broken_markers(tmp_path: Path) -> None:
 
 
 def test_the_ablation_page_option_keeps_its_old_name() -> None:
-    """``benchmarks/ablations.py --page docs/ablations.md`` writes the block; ``--readme`` still works."""
-    from minitransformer import ablation_report
-
+    """``python -m benchmarks.ablations --page docs/ablations.md`` writes the block; ``--readme`` still works."""
+    tool = write_docs()
     text = (ROOT / "docs" / "ablations.md").read_text(encoding="utf-8")
-    assert text.count(ablation_report.PAGE_START) == 1 and text.count(ablation_report.PAGE_END) == 1
-    assert "--page docs/ablations.md" in ablation_report.PAGE_START
+    assert text.count(tool.PAGE_START) == 1 and text.count(tool.PAGE_END) == 1
+    assert "--page docs/ablations.md" in tool.PAGE_START
     source = (ROOT / "benchmarks" / "ablations.py").read_text(encoding="utf-8")
     assert re.search(r'add_argument\("--page", "--readme", dest="page"', source), "--page, with --readme as its alias"
 
 
 def test_update_page_rewrites_only_the_block(tmp_path: Path) -> None:
-    from minitransformer import ablation_report
+    from minitransformer.ablation_report import page_section
 
+    tool = write_docs()
     page = tmp_path / "ablations.md"
-    start, end = ablation_report.PAGE_START, ablation_report.PAGE_END
+    start, end = tool.PAGE_START, tool.PAGE_END
     page.write_text(f"# Title\n\nprose\n\n{start}\nold\n{end}\n\nmore prose\n", encoding="utf-8")
-    report = write_docs().Data(ROOT).ablations
-    assert ablation_report.update_page(page, report)
+    report = tool.Data(ROOT).ablations
+    assert tool.update_ablation_page(page, report)
     text = page.read_text(encoding="utf-8")
     assert text.startswith("# Title\n\nprose\n\n") and text.endswith(f"{end}\n\nmore prose\n")
-    assert ablation_report.page_section(report) in text
-    assert not ablation_report.update_page(page, report)
+    assert page_section(report) in text
+    assert not tool.update_ablation_page(page, report)
     page.write_text("no markers")
     with pytest.raises(ValueError, match="no generated ablation section"):
-        ablation_report.update_page(page, report)
+        tool.update_ablation_page(page, report)
 
 
 # --- No hand-typed measurement ---------------------------------------------------------------------------------
@@ -179,11 +168,9 @@ MEASURED = re.compile(r"""
 
 def _prose(text: str) -> str:
     """``text`` without its generated blocks, the ablation results, code, comments and link targets."""
-    from minitransformer import ablation_report
-
-    text = write_docs().BLOCK.sub("", text)
-    text = re.sub(re.escape(ablation_report.PAGE_START) + ".*?" + re.escape(ablation_report.PAGE_END), "", text,
-                  flags=re.DOTALL)
+    tool = write_docs()
+    text = tool.BLOCK.sub("", text)
+    text = re.sub(re.escape(tool.PAGE_START) + ".*?" + re.escape(tool.PAGE_END), "", text, flags=re.DOTALL)
     text = re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)
     text = re.sub(r"<!--.*?-->", "", text, flags=re.DOTALL)
     text = re.sub(r"`[^`\n]*`", "", text)
@@ -214,7 +201,7 @@ def test_the_typed_figure_check_can_fail(text: str) -> None:
 def test_the_typed_figure_check_leaves_settings_and_generated_blocks_alone() -> None:
     text = ("A 50-minute class; d_model 256, 3+3 layers, 4 heads, 10 epochs of 4,096 tokens, warm-up 400, "
             "factor 0.5, beam 4, 2 seeds, 7.6M parameters, Python 3.10, years 1900-2099, `--time-budget 540 s`.\n\n"
-            "<!-- generated: dates-time (python tools/write_docs.py) -->\nIt took 31 s.\n"
+            "<!-- generated: dates-time (python -m tools.write_docs) -->\nIt took 31 s.\n"
             "<!-- /generated: dates-time -->\n\n```bash\nsleep 30s  # 50%\n```\n")
     assert _typed_figures(text) == []
 
@@ -294,7 +281,7 @@ def test_the_link_check_can_fail(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def build_site() -> ModuleType:
-    return _module("build_site", ROOT / "tools" / "build_site.py")
+    return importlib.import_module("tools.build_site")
 
 
 def test_every_docs_page_is_a_page_of_the_site(build_site: ModuleType) -> None:
@@ -336,8 +323,17 @@ def test_the_site_rewrites_the_links_of_docs_pages(build_site: ModuleType) -> No
     assert "[g](https://example.org)" in text and "[h](#here)" in text and "[j](../README.md)" in text
 
 
+def test_the_site_links_each_exercise_to_the_module_of_its_checks(build_site: ModuleType) -> None:
+    # An import in parentheses spans lines; one without stops at its line (the next import is not its names).
+    modules = build_site.public_modules()
+    exercise = json.loads((ROOT / "exercises" / "03_self_attention.ipynb").read_text(encoding="utf-8"))
+    used = build_site.modules_used(exercise, modules)
+    assert {"minitransformer.checks.lesson03", "minitransformer.checks.questions", "minitransformer.utils"} <= set(used)
+    assert not any(m.startswith("minitransformer_grader") for m in modules), "the site documents the learner's package"
+
+
 def test_the_docs_tool_lists_its_blocks() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "write_docs.py"), "--list"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "tools.write_docs", "--list"], capture_output=True,
                           text=True, timeout=120, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr
     for name, block in write_docs().BLOCKS.items():

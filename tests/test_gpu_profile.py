@@ -3,7 +3,6 @@ yardstick, the time budget, the one command at a tiny size, and the result file'
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -11,12 +10,12 @@ from typing import Any
 import pytest
 import torch
 
+from benchmarks import gpu_profile
+from benchmarks.harness import (TorchTransformer, compare_with_torch, mfu, palm_flops_per_token, peak_tflops,
+                                profile_training_step, stack_parameters, synthetic_batches, training_flops)
 from minitransformer import Transformer, TransformerConfig
 from minitransformer.profile_results import (find_results, format_result_table, load_result, plot_result,
                                              result_path, result_rows)
-from minitransformer.profiling import (TorchTransformer, compare_with_torch, mfu, palm_flops_per_token,
-                                       peak_tflops, profile_training_step, stack_parameters, synthetic_batches,
-                                       training_flops)
 from minitransformer.training import TrainOptions, read_log, train
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -106,14 +105,6 @@ def test_a_time_budget_stops_training_after_the_step_that_passes_it(tmp_path: Pa
         TrainOptions(time_budget=0)
 
 
-def _gpu_profile_module() -> Any:
-    spec = importlib.util.spec_from_file_location("gpu_profile", REPO_ROOT / "benchmarks" / "gpu_profile.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_gpu_profile_command_runs_on_the_cpu_at_a_tiny_size(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     if MULTI30K.is_dir():
         data = ["--data-dir", str(MULTI30K), "--train-size", "300"]
@@ -122,7 +113,7 @@ def test_the_gpu_profile_command_runs_on_the_cpu_at_a_tiny_size(tmp_path: Path, 
     argv = ["--preset", "tiny", "--max-steps", "20", "--eval-sentences", "8", "--batch-tokens", "800",
             "--compare-length", "16", "--compare-steps", "2", "--run-dir", str(tmp_path / "run"),
             "--out", str(tmp_path / "results"), *data]
-    assert _gpu_profile_module().main(argv) == 0
+    assert gpu_profile.main(argv) == 0
     printed = capsys.readouterr().out
     (path,) = find_results(tmp_path / "results")
     assert path == result_path(tmp_path / "results", "cpu")

@@ -6,11 +6,10 @@ import dataclasses
 import io
 import json
 from pathlib import Path
-from typing import Any
-
 import pytest
 import torch
 
+from benchmarks import multi30k_cpu
 from minitransformer import Transformer, TransformerConfig
 from minitransformer.cli import main
 from minitransformer.data import load_multi30k
@@ -192,24 +191,14 @@ def test_an_old_checkpoint_without_the_stored_length_reads_it_from_its_runs_log(
     assert training_length(checkpoint, tiny_translator.parent / "elsewhere.pt") is None
 
 
-def _benchmark_module() -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("multi30k_cpu", REPO_ROOT / "benchmarks" / "multi30k_cpu.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_benchmarks_page_states_the_committed_translator_record() -> None:
     record = json.loads((REPO_ROOT / "benchmarks" / "results" / "multi30k-cpu.json").read_text())
     page = (REPO_ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
-    lines = _benchmark_module().summary_lines(record)
+    lines = multi30k_cpu.summary_lines(record)
     assert len(lines) >= 3
     for line in lines:
         assert line in page, (f"docs/benchmarks.md should say, from benchmarks/results/multi30k-cpu.json: {line!r} "
-                              "(python tools/write_docs.py writes it)")
+                              "(python -m tools.write_docs writes it)")
     assert all(run["config"]["embedding_init"] == "normal" and run["parameters"] > 7_000_000 for run in record["runs"])
     assert record["summary"]["test_beam4"]["n"] == len(record["seeds"]) == len(record["runs"])
 
@@ -221,13 +210,13 @@ def test_the_summary_lines_follow_the_record() -> None:
     record = {"summary": {"test_beam4": spread, "test_greedy": {**spread, "mean": 37.0},
                           "wall_minutes": {**spread, "mean": 30.5, "min": 30.0, "max": 31.0},
                           "averaged_beam4": None}, "runs": runs}
-    lines = _benchmark_module().summary_lines(record)
+    lines = multi30k_cpu.summary_lines(record)
     assert lines[0] == "test2016 sacreBLEU **38.0** with beam 4 (min 37.5, max 38.5), 37.0 greedy"
     assert lines[1] == "**30 minutes** of wall time from the start, BPE included (min 30.0 min, max 31.0 min)"
     assert lines[2] == "seed 0: 30 min at load average 2.1 on average (at most 2.6)"
     runs[1]["load_average"] = {"start": 1.2, "end": 1.9}  # recorded before the load was sampled
     runs[1]["curve"] = [{"tokens_per_s": v} for v in (1000.0, 5000.0, 4000.0)]
-    assert _benchmark_module().summary_lines(record)[3] == (
+    assert multi30k_cpu.summary_lines(record)[3] == (
         "seed 1: 31 min at load average 1.2 at the start and 1.9 at the end, not sampled in between, "
         "a median of 4,000 tokens per second")
 

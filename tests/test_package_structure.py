@@ -1,4 +1,7 @@
-"""The package's shape: no import circle between its modules, and no module past a line budget (issue 31).
+"""The packages' shape: no import circle between their modules, and no module past a line budget.
+
+Both packages of the repository: the learner's ``minitransformer`` and the instructor's grader
+(``grader/minitransformer_grader``), which the library never imports.
 
 The import graph is built from the source with :mod:`ast`, without importing anything: an edge
 ``a -> b`` for every ``import``/``from ... import`` in module ``a`` that names module ``b`` of the
@@ -13,6 +16,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "minitransformer"
+GRADER = Path(__file__).resolve().parents[1] / "grader" / "minitransformer_grader"
 
 # DESIGN.md asks for modules of "a few hundred lines at most": one a new contributor reads in one
 # sitting. 600 lines is the most any module of the package holds (cli.py, 595, is the largest); a
@@ -96,9 +100,27 @@ def _describe(graph: dict[str, dict[str, int]], group: list[str]) -> str:
 
 def test_the_package_has_no_import_circle() -> None:
     graph = import_graph(PACKAGE)
-    assert "minitransformer.grading._remote" in graph and len(graph) > 50
+    assert "minitransformer.checks._common" in graph and len(graph) > 50
     cycles = import_cycles(graph)
     assert not cycles, "import circles: " + " | ".join(_describe(graph, c) for c in cycles)
+
+
+def test_the_grader_has_no_import_circle() -> None:
+    graph = import_graph(GRADER)
+    assert "minitransformer_grader.remote" in graph and len(graph) > 10
+    cycles = import_cycles(graph)
+    assert not cycles, "import circles: " + " | ".join(_describe(graph, c) for c in cycles)
+
+
+def test_the_library_never_imports_the_grader() -> None:
+    """``python -m minitransformer grade`` finds the grader through its entry point, not by its name."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.name}:{node.lineno}" for n in names if n.split(".")[0] == "minitransformer_grader"]
+    assert not found, found
 
 
 def test_a_circle_is_found(tmp_path: Path) -> None:
@@ -129,18 +151,23 @@ def test_a_circle_through_a_package_init_is_found(tmp_path: Path) -> None:
 def test_every_module_fits_the_line_budget() -> None:
     root = PACKAGE.parent
     sizes = {p.relative_to(root).as_posix(): len(p.read_text(encoding="utf-8").splitlines())
-             for p in PACKAGE.rglob("*.py")}
+             for package in (PACKAGE, GRADER) for p in package.rglob("*.py")}
     over = {name: n for name, n in sizes.items() if n > LINE_BUDGET and name not in OVER_BUDGET}
     assert not over, f"modules over {LINE_BUDGET} lines (split them by job, or list them in OVER_BUDGET): {over}"
     stale = [name for name in OVER_BUDGET if sizes.get(name, 0) <= LINE_BUDGET]
     assert not stale, f"OVER_BUDGET names modules that are no longer over the budget: {stale}"
 
 
-def test_the_check_table_holds_every_check_the_package_exports() -> None:
-    """grading.checks.check_functions() is what the grader runs: exactly the check_* names of the package."""
-    from minitransformer import grading
-    from minitransformer.grading.checks import check_functions
+def test_the_checks_export_the_check_of_every_exercise_module() -> None:
+    """checks.__all__ (what the grader runs) is every check_* of its modules, one module per exercise."""
+    import importlib
 
-    checks = check_functions()
-    assert sorted(checks) == sorted(n for n in dir(grading) if n.startswith("check_"))
-    assert all(checks[n] is getattr(grading, n) for n in checks)
+    from minitransformer import checks
+
+    modules = sorted(p.stem for p in (PACKAGE / "checks").glob("*.py") if not p.stem.startswith("_"))
+    assert modules == [f"lesson{n:02d}" for n in range(11)] + ["questions"]
+    defined = {name: value for module in (importlib.import_module(f"minitransformer.checks.{m}") for m in modules)
+               for name, value in vars(module).items()
+               if name.startswith("check_") and value.__module__ == module.__name__}
+    assert sorted(checks.__all__) == sorted(defined)
+    assert all(getattr(checks, n) is defined[n] for n in defined)

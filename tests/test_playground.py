@@ -41,7 +41,6 @@ from minitransformer.playground import (
     ablation_variants,
     beam_hypotheses,
     compare_variants,
-    default_ablation_results,
     draw_beam_search,
     draw_embedding_scale,
     draw_head_patterns,
@@ -439,13 +438,16 @@ def test_compare_variants_refuses_unknown_variants(report: dict):
         compare_variants(metric="loss", results=report)
 
 
-@pytest.mark.skipif(not default_ablation_results().is_file(), reason="the committed ablation results are not here")
+COMMITTED_ABLATIONS = ROOT / "benchmarks" / "results" / "ablations-cpu.json"
+
+
+@pytest.mark.skipif(not COMMITTED_ABLATIONS.is_file(), reason="the committed ablation results are not here")
 def test_the_committed_results_give_per_seed_curves_and_finals():
-    view = compare_variants("pre_ln")
+    view = compare_variants("pre_ln", results=COMMITTED_ABLATIONS)
     assert len(view.paired) >= 2 and len(view.steps) >= 2
-    summary = __import__("json").loads(default_ablation_results().read_text())["summary"]
+    summary = __import__("json").loads(COMMITTED_ABLATIONS.read_text())["summary"]
     assert sorted(view.finals["pre_ln"].values()) == sorted(summary["pre_ln"]["ppl"]["values"])
-    partial = default_ablation_results().with_suffix(".partial.jsonl")
+    partial = COMMITTED_ABLATIONS.with_suffix(".partial.jsonl")
     if partial.is_file():
         assert compare_variants("no_warmup", results=partial).paired
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from minitransformer.grading import (check_ablation_prediction, check_constant_schedule, check_learned_positions,
-                                     check_no_warmup_schedule)
-from minitransformer.grading.recipe_checks import PREDICTIONS
+from minitransformer.checks import (check_ablation_prediction, check_constant_schedule, check_learned_positions,
+                                    check_no_warmup_schedule)
+from minitransformer.checks.lesson10 import PREDICTIONS
 from minitransformer.training.schedule import DecayWithoutWarmup, transformer_lr
 
 

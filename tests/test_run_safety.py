@@ -218,10 +218,9 @@ def test_files_set_aside_by_a_killed_overwrite_come_back(tmp_path: Path, capsys:
 
 # --- the lock ----------------------------------------------------------------------
 def test_a_second_writer_is_refused_and_a_stale_lock_taken_over(tmp_path: Path) -> None:
-    holder = (f"import sys, time\nsys.path.insert(0, {str(REPO_ROOT)!r})\n"
-              "from minitransformer.training.runlock import RunLock\n"
+    holder = ("import time\nfrom minitransformer.training.runlock import RunLock\n"
               f"RunLock({str(tmp_path)!r}).acquire()\nprint('locked', flush=True)\ntime.sleep(120)\n")
-    child = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "locked"
         with pytest.raises(RunFolderLocked, match=rf"run folder {tmp_path} is in use by process {child.pid} on "):
@@ -424,9 +423,9 @@ def test_a_refused_start_leaves_no_folder_and_no_log(tmp_path: Path, monkeypatch
 # --- divergence ---------------------------------------------------------------------------
 def test_a_diverging_run_stops_at_the_first_non_finite_loss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    import minitransformer.training.trainer as trainer_module
+    import minitransformer.training.step as step_module  # the training step's loss (Trainer.train_step calls it)
 
-    real = trainer_module.label_smoothed_nll
+    real = step_module.label_smoothed_nll
 
     def loss(logits: torch.Tensor, *args: Any) -> Any:
         loss_sum, nll_sum, n = real(logits, *args)
@@ -435,7 +434,7 @@ def test_a_diverging_run_stops_at_the_first_non_finite_loss(tmp_path: Path, monk
         loss.step = getattr(loss, "step", 0) + torch.is_grad_enabled()
         return loss_sum, nll_sum, n
 
-    monkeypatch.setattr(trainer_module, "label_smoothed_nll", loss)
+    monkeypatch.setattr(step_module, "label_smoothed_nll", loss)
     assert main(["train", *_cli(max_steps=8, save_every=2), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "training diverged: the loss of step 4 is nan" in err

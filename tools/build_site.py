@@ -185,7 +185,8 @@ def public_modules() -> list[str]:
     return sorted(names)
 
 
-IMPORT = re.compile(r"^\s*from\s+(minitransformer(?:\.[\w.]+)?)\s+import\s+\(?([^)#\n]*(?:\n[^)#]*)?)\)?"
+# ``from minitransformer.x import a, b`` on one line, or ``import (a,\n b)`` across lines in parentheses only.
+IMPORT = re.compile(r"^\s*from\s+(minitransformer(?:\.[\w.]+)?)\s+import\s+(?:\(([^)#]*)\)|([^#\n]*))"
                     r"|^\s*import\s+(minitransformer(?:\.[\w.]+)?)", re.MULTILINE)
 
 
@@ -196,11 +197,11 @@ def modules_used(notebook: dict, modules: list[str]) -> list[str]:
         if cell["cell_type"] != "code":
             continue
         for match in IMPORT.finditer("".join(cell["source"])):
-            if match.group(3):
-                found.add(match.group(3))
+            if match.group(4):
+                found.add(match.group(4))
                 continue
             module = importlib.import_module(match.group(1))
-            for name in re.split(r"[\s,]+", match.group(2)):
+            for name in re.split(r"[\s,]+", match.group(2) or match.group(3)):
                 name = name.split(" as ")[0].strip()
                 if not name or not name.isidentifier():
                     continue
@@ -370,8 +371,6 @@ def stage(staged: Stage, solutions: bool) -> dict[str, list[str]]:
         if used_in[module]:
             lines += ["Used in " + ", ".join(f"{{doc}}`{title} <../notebooks/{name}>`"
                                              for name, title in used_in[module]) + ".", ""]
-        # Found, not imported: a module of an optional extra (grading.nbgrader_plugin needs nbgrader)
-        # is documented by autodoc with that extra mocked (site/conf.py, autodoc_mock_imports).
         package = importlib.util.find_spec(module).submodule_search_locations is not None
         # A package's page shows its docstring and lists its submodules; its re-exported names
         # are documented once, on the page of the module that defines them.

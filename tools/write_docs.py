@@ -1,16 +1,17 @@
 """Write every measured figure of the README and of docs/ from the committed data.
 
-    python tools/write_docs.py            # rewrite every generated block from the data
-    python tools/write_docs.py --check    # exit 1 if a block is out of date (tests/test_docs_pages.py)
-    python tools/write_docs.py --list     # which block is written from what
+    python -m tools.write_docs            # rewrite every generated block from the data
+    python -m tools.write_docs --check    # exit 1 if a block is out of date (tests/test_docs_pages.py)
+    python -m tools.write_docs --list     # which block is written from what
 
 A generated block is everything between the two lines
 
-    <!-- generated: NAME (python tools/write_docs.py) -->
+    <!-- generated: NAME (python -m tools.write_docs) -->
     <!-- /generated: NAME -->
 
-in README.md or a page of docs/, and the ablation results of docs/ablations.md between the markers
-of :mod:`minitransformer.ablation_report` (``benchmarks/ablations.py --page`` writes the same text).
+in README.md or a page of docs/, and the ablation results of docs/ablations.md between
+:data:`PAGE_START` and :data:`PAGE_END` (``python -m benchmarks.ablations --page`` writes the same text,
+:func:`minitransformer.ablation_report.page_section`).
 Only the text between the markers is rewritten: the prose around a block is written by hand and
 holds no measured figure, the figures inside it are never edited by hand. The sources are the
 committed records in ``benchmarks/results/`` (each written by the benchmark named beside its
@@ -25,7 +26,6 @@ One exception keeps the hand-written part of a table: the README's lesson table 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
 import statistics
@@ -34,34 +34,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, cached_property
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # run from a checkout without installing the package
-
 BLOCK = re.compile(r"^<!-- generated: (?P<name>[\w-]+)\b[^\n]*-->\n(?P<body>.*?)^<!-- /generated: (?P=name) -->$",
                    re.MULTILINE | re.DOTALL)
 OPENING = re.compile(r"^<!-- generated: ([\w-]+)\b", re.MULTILINE)
 ORDINALS = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth", 6: "sixth", 7: "seventh", 8: "eighth",
             9: "ninth", 10: "tenth"}
-
-
-def _module(path: Path, name: str) -> ModuleType:
-    """A script of the repository (tools/, benchmarks/) imported as a module, once."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is made
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
 
 
 # --------------------------------------------------------------------------------------------
@@ -134,6 +114,12 @@ def _ratio(value: float) -> str:
     return f"{value:.2f}x"
 
 
+def _command(record: dict[str, Any]) -> str:
+    """The command a record was written by, as it is typed today (records made before ``benchmarks`` was a
+    package name the script's file: ``python benchmarks/x.py`` is ``python -m benchmarks.x``)."""
+    return re.sub(r"^python benchmarks/(\w+)\.py\b", r"python -m benchmarks.\1", record["command"])
+
+
 # --------------------------------------------------------------------------------------------
 # The blocks
 # --------------------------------------------------------------------------------------------
@@ -146,7 +132,8 @@ DATES_TIME = {"07_training": r"wall-clock time of train\(\)\s+(\d+) s",
 
 def lessons_block(data: Data, old: str) -> str:
     """README: the lesson table (class minutes and the stored run time from tools/lesson_plan.py)."""
-    lesson_plan = _module(ROOT / "tools" / "lesson_plan.py", "_lesson_plan_for_docs")
+    from tools import lesson_plan
+
     described = dict(_LESSON_ROW.findall(old))
     rows = ["| lesson | what you build | in class | last ran in (CPU) |", "| --- | --- | --- | --- |"]
     for path in data.lessons():
@@ -195,7 +182,7 @@ def dates_time_block(data: Data, old: str) -> str:
             + (f" and **{busy['seconds']:.0f} s** beside a process spinning one core" if busy else "")
             + f" ({quiet['steps']} steps, {quiet['test_exact_match']:g}% test exact match), with the thread "
               "count that `train` chooses itself. The record, `benchmarks/results/train-threads-cpu.json`, "
-              "written by `python benchmarks/train_threads.py --threads default 2 --busy 1 --json "
+              "written by `python -m benchmarks.train_threads --threads default 2 --busy 1 --json "
               "benchmarks/results/train-threads-cpu.json`:")
     rows = [("| threads | beside it | load average before | wall time | steps | seconds per step (start-up included) "
              "| test exact match |"), "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -289,7 +276,7 @@ def dates_checkpoints_block(data: Data, old: str) -> str:
 
 @cache
 def _size_label(name: str) -> str:
-    compare_torch = _module(ROOT / "benchmarks" / "compare_torch.py", "_compare_torch_for_docs")
+    from benchmarks import compare_torch
     from minitransformer import TransformerConfig
 
     spec = compare_torch.SIZES.get(name)
@@ -329,10 +316,11 @@ def compare_torch_block(data: Data, old: str) -> str:
 def translator_block(data: Data, old: str) -> str:
     """docs/benchmarks.md: the laptop translator's record (multi30k-cpu.json; benchmarks/multi30k_cpu.py)."""
     record = data.translator
-    multi30k_cpu = _module(ROOT / "benchmarks" / "multi30k_cpu.py", "_multi30k_cpu_for_docs")
+    from benchmarks import multi30k_cpu
+
     machine = record["machine"]
     commits = ", ".join(record.get("commits_of_the_runs", [])) or "unknown"
-    lines = [(f"`{record['command']}` ({record['date'][:10]}, {machine['cpu_count']} CPU cores, "
+    lines = [(f"`{_command(record)}` ({record['date'][:10]}, {machine['cpu_count']} CPU cores, "
               f"torch {machine['torch']}; trained at commit{'s' if ',' in commits else ''} {commits}):"), ""]
     lines += [f"- {line}" for line in multi30k_cpu.summary_lines(record)]
     s, runs = record["summary"], record["runs"]
@@ -353,7 +341,7 @@ def step_ideas_block(data: Data, old: str) -> str:
     """docs/benchmarks.md: one training step of the laptop translator, idea by idea (cpu-step-ideas.json)."""
     record = data.step_ideas
     load = record["load_average"]
-    rows = [(f"`{record['command']}`: the fastest of {record['rounds']} alternating rounds of {record['steps']} "
+    rows = [(f"`{_command(record)}`: the fastest of {record['rounds']} alternating rounds of {record['steps']} "
              f"steps per idea, torch {record['machine']['torch']}, {record['machine']['cpu_count']} CPU cores, load "
              f"average {load['start']:.1f} at the start and {load['end']:.1f} at the end."), "",
             "| idea | what changes | seconds per step | target tokens per second, against the recipe |",
@@ -419,8 +407,36 @@ BLOCKS: dict[str, Block] = {
     "padding": Block("docs/benchmarks.md", padding_block),
     "gpu-profile": Block("docs/benchmarks.md", gpu_profile_block),
 }
-#: The page that holds the ablation results (between minitransformer.ablation_report's markers).
+#: The page that holds the ablation results, between these two markers.
 ABLATION_PAGE = "docs/ablations.md"
+PAGE_START = ("<!-- ablation-results: generated by `python -m benchmarks.ablations --summarize-only "
+              "--page docs/ablations.md` -->")
+PAGE_END = "<!-- ablation-results: end -->"
+
+
+def with_ablation_results(text: str, report: dict[str, Any]) -> str:
+    """``text`` with the ablation results between :data:`PAGE_START` and :data:`PAGE_END` written from ``report``."""
+    from minitransformer.ablation_report import page_section
+
+    head, rest = text.split(PAGE_START, 1)
+    _, tail = rest.split(PAGE_END, 1)
+    return f"{head}{PAGE_START}\n{page_section(report)}\n{PAGE_END}{tail}"
+
+
+def update_ablation_page(path: str | Path, report: dict[str, Any]) -> bool:
+    """Rewrite the ablation results of the page at ``path`` from ``report``; True if it changed.
+
+    Raises:
+        ValueError: the page lacks the markers.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    if PAGE_START not in text or PAGE_END not in text:
+        raise ValueError(f"{path} has no generated ablation section: expected the lines {PAGE_START!r} and "
+                         f"{PAGE_END!r}")
+    new = with_ablation_results(text, report)
+    path.write_text(new, encoding="utf-8")
+    return new != text
 
 
 def pages(root: Path = ROOT) -> list[Path]:
@@ -430,8 +446,6 @@ def pages(root: Path = ROOT) -> list[Path]:
 
 def render(text: str, page: str, data: Data) -> tuple[str, list[str]]:
     """``text`` with every generated block of ``page`` rewritten; and what is wrong with its markers."""
-    from minitransformer import ablation_report
-
     problems = []
     opened = OPENING.findall(text)
     closed = [m.group("name") for m in BLOCK.finditer(text)]
@@ -456,15 +470,12 @@ def render(text: str, page: str, data: Data) -> tuple[str, list[str]]:
         return f"{first}\n{BLOCKS[name].render(data, match.group('body')).strip()}\n<!-- /generated: {name} -->"
 
     new = BLOCK.sub(body, text)
-    start, end = ablation_report.PAGE_START, ablation_report.PAGE_END
     if page == ABLATION_PAGE:
-        if start not in new or end not in new:
-            problems.append(f"{page}: the ablation results' markers are missing ({start!r} ... {end!r})")
+        if PAGE_START not in new or PAGE_END not in new:
+            problems.append(f"{page}: the ablation results' markers are missing ({PAGE_START!r} ... {PAGE_END!r})")
         else:
-            head, rest = new.split(start, 1)
-            _, tail = rest.split(end, 1)
-            new = f"{head}{start}\n{ablation_report.page_section(data.ablations)}\n{end}{tail}"
-    elif start in new:
+            new = with_ablation_results(new, data.ablations)
+    elif PAGE_START in new:
         problems.append(f"{page}: the ablation results belong in {ABLATION_PAGE}")
     return new, problems
 
@@ -496,10 +507,7 @@ def run(root: Path = ROOT, check: bool = False) -> tuple[list[str], list[str]]:
 
 
 def _ablation_body(text: str) -> str:
-    from minitransformer import ablation_report
-
-    start, end = ablation_report.PAGE_START, ablation_report.PAGE_END
-    return text.split(start, 1)[1].split(end, 1)[0] if start in text and end in text else ""
+    return text.split(PAGE_START, 1)[1].split(PAGE_END, 1)[0] if PAGE_START in text and PAGE_END in text else ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -518,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {problem}", file=sys.stderr)
     if args.check:
         if stale:
-            print("out of date with the data: " + "; ".join(stale) + " (run python tools/write_docs.py)",
+            print("out of date with the data: " + "; ".join(stale) + " (run python -m tools.write_docs)",
                   file=sys.stderr)
         return 1 if stale or problems else 0
     print("rewrote " + "; ".join(stale) if stale else "every page is up to date with the data")

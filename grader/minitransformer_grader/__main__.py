@@ -1,4 +1,4 @@
-"""``python -m minitransformer.grading [grade] FOLDER_OR_NOTEBOOK ...`` or ``... make-exercises``: see :func:`.classroom.main`."""
+"""``python -m minitransformer_grader [grade] FOLDER_OR_NOTEBOOK ...`` or ``... make-exercises``: see :func:`.classroom.main`."""
 
 import sys
 

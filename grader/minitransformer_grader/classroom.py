@@ -1,4 +1,4 @@
-"""Grading a class folder, and the command ``python -m minitransformer.grading`` (or ``python -m minitransformer grade``).
+"""Grading a class folder, and the command ``python -m minitransformer_grader`` (or ``python -m minitransformer grade``).
 
 Every notebook is read before the first one runs, graded by :func:`.notebooks.grade_notebook`
 (``--jobs`` at a time), and the JSON and CSV files are rewritten after each one, so a run that is
@@ -27,7 +27,7 @@ from .notebooks import NoSandbox, Report, _num, grade_notebook, load_references
 __all__ = ["HELP", "grade_all", "main", "write_results"]
 
 CONTAINER = ("docker run --rm --network none --memory 8g --cpus 2 -v \"$PWD\":/work -w /work IMAGE "
-             "python -m minitransformer.grading grade submissions/ --no-sandbox")
+             "python -m minitransformer_grader grade submissions/ --no-sandbox")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -322,7 +322,7 @@ def _grade_one(path: Path, student: str, refs: dict[str, dict[str, Any]], packag
 def grade_all(items: Sequence[tuple[Path, str]], *, jobs: int = 1, on_report: Callable[[Report], None] | None = None,
               refused: Sequence[tuple[Path, str, str]] = (), **options: Any) -> list[Report]:
     """Grade many notebooks, ``jobs`` at a time; the ``refused`` ones (path, student, why) get a row saying why."""
-    from ._sandbox import kill_all
+    from .sandbox import kill_all
 
     refs = options.pop("references", None) or load_references(options.pop("reference", None))
     packages: dict[Any, Any] = {}  # the sandbox's package copies, one per set of pieces taken out
@@ -381,9 +381,9 @@ into --out (default: a grades/ folder beside the submissions folder), updated af
 notebook. Exit status: 0 when every notebook was graded, 1 when one
 could not be (unreadable, unknown exercise), 2 for bad arguments.
 
-Example: python -m minitransformer.grading grade submissions/ --jobs 2
+Example: python -m minitransformer_grader grade submissions/ --jobs 2
 
-Course authors: `python -m minitransformer.grading make-exercises [--check]` regenerates
+Course authors: `python -m minitransformer_grader make-exercises [--check]` regenerates
 exercises/ and the reference from solutions/."""
 
 
@@ -405,18 +405,15 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m minitransformer.grading [grade] PATH ...`` or ``... make-exercises``: see ``--help``."""
-    from .._startup import done
-
+    """``python -m minitransformer_grader [grade] PATH ...`` or ``... make-exercises``: see ``--help``."""
     argv = list(argv if argv is not None else sys.argv[1:])
     if argv[:1] == ["make-exercises"]:
         from .generate import main as make
 
-        done()  # start-up is over: Ctrl-C raises KeyboardInterrupt again
         return make(argv[1:])
     if argv[:1] == ["grade"]:
         argv = argv[1:]
-    parser = argparse.ArgumentParser(prog="python -m minitransformer.grading", description=HELP,
+    parser = argparse.ArgumentParser(prog="python -m minitransformer_grader", description=HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="+", help="submitted notebooks, or folders searched for *.ipynb")
     parser.add_argument("--exercise", default=None, help="the exercise of every notebook (default: found from "
@@ -438,7 +435,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "your rights (only inside a container or a throw-away machine)")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
     args = parser.parse_args(argv)
-    done()  # start-up is over: Ctrl-C stops the grading, which kills the sandboxes and keeps what was graded
     if args.memory < 0 or args.jobs < 1:
         parser.error(f"--memory must be >= 0 and --jobs >= 1, got --memory {args.memory} --jobs {args.jobs}")
     refused: list[tuple[Path, str, str]] = []
@@ -461,11 +457,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem:
         parser.error(problem)
     if not args.no_sandbox:
-        from ._sandbox import INSTALL_HINT, sandbox_available
+        from .sandbox import INSTALL_HINT, sandbox_available
 
         works, why = sandbox_available()
         if not works:
-            print(f"python -m minitransformer.grading: error: {why}. Grading runs the students' code: it needs a "
+            print(f"python -m minitransformer_grader: error: {why}. Grading runs the students' code: it needs a "
                   f"sandbox. To grade, {INSTALL_HINT}.", file=sys.stderr)
             return 2
     # SIGTERM (a job scheduler, `kill`) ends the run like Ctrl-C: sandboxes killed, temporary folders removed.
@@ -489,7 +485,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               ("(error: duplicate)" if r.error.startswith("duplicate") else "(error)") if r.error else ""]
              for r in reports]
     print(_table(rows))
-    from ._limits import mechanism
+    from .limits import mechanism
 
     errors = sum(1 for r in reports if r.error)
     print(f"graded {len(reports) - errors} of {len(reports)} submissions"

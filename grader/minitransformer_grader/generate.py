@@ -1,4 +1,4 @@
-"""Exercise notebooks generated from the solution notebooks: ``python -m minitransformer.grading make-exercises``.
+"""Exercise notebooks generated from the solution notebooks: ``python -m minitransformer_grader make-exercises``.
 
 The solutions (``solutions/NN_<lesson>.ipynb``) are the single source, in nbgrader's format:
 
@@ -14,10 +14,10 @@ The solutions (``solutions/NN_<lesson>.ipynb``) are the single source, in nbgrad
 * every other cell is locked; a markdown paragraph that starts with ``> **Solutions.**`` is
   solution-only.
 
-Besides ``exercises/``, the generator writes ``minitransformer/grading/reference/NN_<lesson>.json``:
+Besides ``exercises/``, the generator writes ``grader/minitransformer_grader/reference/NN_<lesson>.json``:
 each check cell in full (hidden tests included), its points and title, and the names the
 exercise defines (to recognise a submission by its content). That is what the grader restores
-and runs; it ships in the wheel as package data.
+and runs; it ships in the grader's wheel as package data.
 
 It also writes the example class of ``examples/class/submitted/`` (:func:`example_class`): three
 submissions of exercise 03 in nbgrader's layout, made from the exercise and the solution, which
@@ -110,7 +110,7 @@ def clear_solution(cell: Any) -> bool:
     <hint>")`` (or ``### STUB:`` lines); a markdown cell loses its ``> **Solutions.**`` paragraph.
     Hidden tests are left alone (see :func:`exercise_from_solution`). This is the one definition of
     the stub that both generators use: :func:`exercise_from_solution` and, for ``nbgrader
-    generate_assignment``, :class:`minitransformer.grading.nbgrader_plugin.ClearSolutionsWithHints`.
+    generate_assignment``, :class:`minitransformer_grader.nbgrader_plugin.ClearSolutionsWithHints`.
     """
     before = cell.source
     if cell.cell_type == "code" and _nbgrader(cell).get("solution"):
@@ -161,7 +161,7 @@ def _answered(solution: Any, answers: dict[str, tuple[tuple[str, str], ...] | No
         for old, new in answers[grade_id] or ():
             if source.count(old) != 1:
                 raise ValueError(f"example class: {grade_id} of the solution no longer holds {old!r} once; "
-                                 "update EXAMPLE_CLASS in minitransformer/grading/generate.py")
+                                 "update EXAMPLE_CLASS in grader/minitransformer_grader/generate.py")
             source = source.replace(old, new)
         cell.source = source
     return nb
@@ -283,12 +283,12 @@ def make_exercises(solutions: Path, exercises: Path, reference: Path = REFERENCE
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m minitransformer.grading make-exercises [--check]``, from the repository root."""
+    """``python -m minitransformer_grader make-exercises [--check]``, in a checkout of the course."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m minitransformer.grading make-exercises",
+    parser = argparse.ArgumentParser(prog="python -m minitransformer_grader make-exercises",
                                      description="Generate exercises/ and the grader's reference from solutions/.")
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[2]  # the checkout: grader/minitransformer_grader/generate.py
     parser.add_argument("--solutions", type=Path, default=root / "solutions")
     parser.add_argument("--exercises", type=Path, default=root / "exercises")
     parser.add_argument("--reference", type=Path, default=REFERENCE)

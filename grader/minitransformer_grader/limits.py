@@ -6,14 +6,14 @@ Three ways, the first that works on this machine (:func:`mechanism` says which, 
 * **cgroup v1**: the same in the ``memory`` and ``pids`` hierarchies (``memory.limit_in_bytes``,
   ``memory.memsw.limit_in_bytes`` where swap is accounted, ``pids.max``);
 * **a watchdog**, where no cgroup can be made (no rights, nothing mounted): every process keeps the
-  per-process address-space limit (``RLIMIT_AS``, set in :mod:`._sandbox`), and a thread of the grader
+  per-process address-space limit (``RLIMIT_AS``, set in :mod:`.sandbox`), and a thread of the grader
   sums the resident memory of the submission's processes (their tree under the sandbox's process)
   four times a second and kills the submission when the total passes the limit or the processes
   outnumber the limit. Between two looks a submission can briefly go over; ``RLIMIT_NPROC`` is no
   help here, since it counts per user and is not applied to root.
 
 A cgroup's memory count includes the pages of the sandbox's ``tmpfs`` folders the submission wrote;
-the watchdog sees only resident memory, so with it the ``tmpfs`` sizes (bounded in :mod:`._sandbox`)
+the watchdog sees only resident memory, so with it the ``tmpfs`` sizes (bounded in :mod:`.sandbox`)
 come on top.
 """
 

@@ -5,17 +5,17 @@ with one stub for the whole course (``# YOUR CODE HERE`` and a bare ``raise NotI
 the task's hint (the ``### HINT:`` line inside the block) and the ``### STUB:`` lines of the answer
 cells are lost, and the solutions-only ``> **Solutions.**`` paragraph stays. :class:`ClearSolutionsWithHints`
 takes its place in nbgrader's pipeline and clears each cell with :func:`.generate.clear_solution`,
-the function that ``python -m minitransformer.grading make-exercises`` uses. nbgrader's other steps
+the function that ``python -m minitransformer_grader make-exercises`` uses. nbgrader's other steps
 run as before and in the same order: locking cells, clearing outputs, the gradebook and the checksums
 (which therefore record the stubs with their hints), and the removal of the hidden tests after the
 gradebook has saved them.
 
 The course's ``nbgrader_config.py`` (in the nbgrader course folder, or given with ``--config``)::
 
-    from minitransformer.grading.nbgrader_plugin import configure
+    from minitransformer_grader.nbgrader_plugin import configure
     configure(get_config())
 
-Using it needs nbgrader (the ``nbgrader`` extra); importing it does not.
+Using it needs nbgrader (the grader's ``nbgrader`` extra); importing it does not.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ else:
 def _require_nbgrader() -> None:
     if _MISSING is not None:
         raise ModuleNotFoundError(f"the nbgrader plug-in needs nbgrader ({_MISSING}): "
-                                  "pip install 'minitransformer[nbgrader]'")
+                                  "pip install -e 'grader[nbgrader]' in the course's repository")
 
 __all__ = ["ClearSolutionsWithHints", "configure"]
 

@@ -2,9 +2,9 @@
 
 A submission is matched to its exercise (``--exercise``, the notebook's metadata, its file or folder
 name, or the names its code defines), then run: the learner's code cells in order in a sandbox
-(:mod:`._sandbox`), and the exercise's check cells, hidden tests included, taken from the package's
+(:mod:`.sandbox`), and the exercise's check cells, hidden tests included, taken from the package's
 reference (:mod:`.generate` writes it from the solutions) wherever the submission had them, run in
-the grader's own process against the learner's code in the sandbox (:mod:`._remote`). Each task
+the grader's own process against the learner's code in the sandbox (:mod:`.remote`). Each task
 gets its points from its check: all of them, a share per passing part where the reference gives
 ``parts``, or 0.
 """
@@ -115,8 +115,8 @@ def load_references(folder: str | Path | None = None) -> dict[str, dict[str, Any
     if folder is None:
         from importlib import resources
 
-        files = [f for f in resources.files("minitransformer.grading").joinpath("reference").iterdir()
-                 if f.name.endswith(".json")] if resources.files("minitransformer.grading").joinpath(
+        files = [f for f in resources.files("minitransformer_grader").joinpath("reference").iterdir()
+                 if f.name.endswith(".json")] if resources.files("minitransformer_grader").joinpath(
                      "reference").is_dir() else []
     else:
         files = sorted(Path(folder).glob("*.json"))
@@ -125,10 +125,10 @@ def load_references(folder: str | Path | None = None) -> dict[str, dict[str, Any
         data = json.loads(f.read_text(encoding="utf-8"))
         refs[data["exercise"]] = data
     if not refs:
-        where = folder or "minitransformer/grading/reference/ in the installed package"
+        where = folder or "minitransformer_grader/reference/ in the installed grader"
         raise FileNotFoundError(f"no reference exercises found in {where}: the grader will not grade with the "
-                                "submissions' own check cells. Reinstall the package, or run "
-                                "`python -m minitransformer.grading make-exercises` in a checkout of the course.")
+                                "submissions' own check cells. Reinstall the grader, or run "
+                                "`python -m minitransformer_grader make-exercises` in a checkout of the course.")
     return refs
 
 
@@ -251,9 +251,9 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
     """
     import nbformat
 
-    from ._sandbox import INSTALL_HINT, KernelPackage, sandbox_available
-    from ._submission import run_submission
-    from .checks import check_functions
+    from .sandbox import INSTALL_HINT, KernelPackage, sandbox_available
+    from .remote import check_functions
+    from .submission import run_submission
 
     check_limits(timeout, notebook_timeout)
     if sandbox is None:
@@ -314,9 +314,9 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
 
 
 def _scan_sources(cells: list[dict[str, Any]], checks: dict[str, Any]) -> None:
-    """Mark each check cell whose task's code, as submitted, names the piece it forbids (see :mod:`._scan`)."""
-    from ._remote import avoided
-    from ._scan import smuggled
+    """Mark each check cell whose task's code, as submitted, names the piece it forbids (see :mod:`.scan`)."""
+    from .remote import avoided
+    from .scan import smuggled
 
     code = [c["source"] for c in cells if c["kind"] == "code"]
     for cell in cells:
@@ -326,7 +326,7 @@ def _scan_sources(cells: list[dict[str, Any]], checks: dict[str, Any]) -> None:
 
 def _taken_out(cells: list[dict[str, Any]], ref: dict[str, Any], checks: dict[str, Any]) -> dict[str, str]:
     """The package functions the exercise's tasks ask the learner to write, each with the task that asks for it."""
-    from ._remote import _is_function, avoided
+    from .remote import _is_function, avoided
 
     taken: dict[str, str] = {}
     for cell in cells:

@@ -1,4 +1,4 @@
-"""The messages between the grader and a submission's process (:mod:`._runner`), both ways.
+"""The messages between the grader and a submission's process (:mod:`.runner`), both ways.
 
 A message is a frame: 8 bytes (the lengths of a JSON header and of a payload, little-endian
 uint32), the header, the payload. The grader sends the runner pickles (the runner trusts the

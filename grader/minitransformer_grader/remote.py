@@ -1,9 +1,10 @@
 """The grader's side of a submission's run: the checks run here, the learner's code runs in the sandbox.
 
-Each check function (``check_*``) has two halves that it already kept apart: it draws inputs from
-its own seeded generator, hands them to the learner's code through :func:`._common._call` (or
-builds the learner's module through :func:`._common._build`), and compares what came back with
-the package's reference, with the tolerance and the known-mistake diagnosis of :func:`._common._compare`.
+Each check function (``check_*`` of :mod:`minitransformer.checks`) has two halves that it already
+kept apart: it draws inputs from its own seeded generator, hands them to the learner's code through
+``_call`` (or builds the learner's module through ``_build``), and compares what came back with the
+package's reference, with the tolerance and the known-mistake diagnosis of ``_compare`` (all three in
+``minitransformer.checks._common``).
 When grading, the whole check runs in the grader's process; only the call of the learner's code
 crosses into the sandbox. The learner's functions and classes arrive here as proxies:
 
@@ -39,14 +40,21 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from . import _common
-from ._runner import _tensors  # one definition: the tensors a call may change in place
-from ._protocol import WRITE_WAIT, Closed, TooLarge, load_plain, read_frame, write_frame
+import minitransformer.checks
+from minitransformer.checks import _common
 
-__all__ = ["CHECK_LOCK", "CheckTimeout", "KernelGone", "Link", "run_check_cell"]
+from .runner import _tensors  # one definition: the tensors a call may change in place
+from .protocol import WRITE_WAIT, Closed, TooLarge, load_plain, read_frame, write_frame
+
+__all__ = ["CHECK_LOCK", "CheckTimeout", "KernelGone", "Link", "check_functions", "run_check_cell"]
 
 CHECK_LOCK = threading.Lock()  # the checks use module-level state (sentinel tables, torch's RNG): one at a time
 _GRACE = 5.0
+
+
+def check_functions() -> dict[str, Any]:
+    """The genuine check functions, from the learner's package: ``{"check_...": function}``."""
+    return {name: getattr(minitransformer.checks, name) for name in minitransformer.checks.__all__}
 
 
 class CheckTimeout(BaseException):
@@ -179,15 +187,15 @@ def _plain_call(call: Any, names: tuple[str, ...]) -> tuple[tuple, dict]:
 
 
 def _make_target_mask() -> Callable[..., Any]:
-    from ..masks import make_target_mask
+    from minitransformer.masks import make_target_mask
 
     return make_target_mask
 
 
 # The only pieces the grader ever computes for the learner's code: an exact callable and the check of its
-# arguments, by the name a check lists in its ``serve`` (see _common._isolated). The greedy-decoding task of
-# exercise 06 hands the package's model to the learner's loop; the model builds its target mask with
-# make_target_mask, which the same exercise's target-mask task takes out of the sandbox.
+# arguments, by the name a check lists in its ``serve`` (see minitransformer.checks._common._isolated). The
+# greedy-decoding task of exercise 06 hands the package's model to the learner's loop; the model builds its
+# target mask with make_target_mask, which the same exercise's target-mask task takes out of the sandbox.
 SERVED: dict[str, tuple[Callable[[], Callable[..., Any]], Callable[[Any], tuple[tuple, dict]]]] = {
     "minitransformer.masks:make_target_mask": (_make_target_mask, _target_mask_arguments),
 }
@@ -209,8 +217,8 @@ class _Pickler(pickle.Pickler):
             return None
         local = isinstance(obj, (types.FunctionType, functools.partial, types.MethodType)) and (
             "<" in getattr(obj, "__qualname__", "<") or str(getattr(obj, "__module__", "")).startswith(
-                "minitransformer.grading"))
-        own = callable(obj) and type(obj).__module__.startswith("minitransformer.grading") \
+                "minitransformer.checks"))
+        own = callable(obj) and type(obj).__module__.startswith("minitransformer.checks") \
             and not isinstance(obj, nn.Module)
         if local or own:
             key = len(self.link.callbacks) + 1

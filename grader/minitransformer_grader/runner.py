@@ -1,13 +1,13 @@
-"""The process that runs one submission for the grader: ``python -m minitransformer.grading._runner IN OUT INTERRUPT``.
+"""The process that runs one submission for the grader: ``python -m minitransformer_grader.runner IN OUT INTERRUPT``.
 
-It runs inside the sandbox (:mod:`._sandbox`) and holds no check, no reference and no answer: the
-package it imports is the sandbox's copy, whose ``minitransformer.grading`` only has do-nothing
+It runs inside the sandbox (:mod:`.sandbox`) and holds no check, no reference and no answer: the
+package it imports is the sandbox's copy, whose ``minitransformer.checks`` only has do-nothing
 stand-ins for the check functions, and whose pieces that the exercise asks the learner to write
-are replaced by stubs that raise (see :mod:`._sandbox`).
+are replaced by stubs that raise (see :mod:`.sandbox`).
 
 It reads a plan from the file descriptor ``IN`` (the learner's code cells and the places of the
 check cells), runs the code cells in an IPython shell, and reports on ``OUT`` (frames of
-:mod:`._protocol`). At each check cell it stops and serves the grader, which runs the genuine
+:mod:`.protocol`). At each check cell it stops and serves the grader, which runs the genuine
 check in its own process: the grader asks for the values of the names the check cell uses, calls
 the learner's functions and classes on inputs it drew, and receives what they returned as plain
 data. Nothing this process reports is a grade; at worst it changes the learner's own outputs.
@@ -30,7 +30,7 @@ import traceback
 import types
 from typing import Any
 
-from ._protocol import Closed, load_plain, read_frame, save_plain, write_frame  # noqa: F401 - load_plain for tests
+from .protocol import Closed, load_plain, read_frame, save_plain, write_frame  # noqa: F401 - load_plain for tests
 
 _MAX_ITEMS = 100_000  # values in one reply
 _MAX_DEPTH = 20
@@ -227,7 +227,7 @@ def _arm(targets: list[str], spaces: list[dict[str, Any]], called: Any = None) -
     They are replaced where PyTorch defines them, wherever the learner's namespace holds them, and in
     the default arguments, closures and class attributes of the learner's code being called, for the
     duration of one call; returns what undoes it. This is a second line only: code in the sandbox can
-    undo it, and the grader's own scan of the submitted source (:mod:`._remote`) does not depend on it.
+    undo it, and the grader's own scan of the submitted source (:mod:`.remote`) does not depend on it.
     """
     import importlib
 
@@ -442,7 +442,7 @@ def main() -> None:
         _, status = os.waitpid(child, 0)
         os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
     _LINK = link = _Link(fd_in, fd_out)
-    sys.modules.setdefault("minitransformer.grading._runner", sys.modules[__name__])  # one _LINK for the stand-ins
+    sys.modules.setdefault("minitransformer_grader.runner", sys.modules[__name__])  # one _LINK for the stand-ins
     threading.Thread(target=_watch_interrupts, args=(fd_interrupt,), daemon=True).start()
     try:
         _run(link)

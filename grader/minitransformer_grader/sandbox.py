@@ -1,11 +1,12 @@
-"""Running one submission in a sandbox, and talking to it (see :mod:`._runner` for the other side).
+"""Running one submission in a sandbox, and talking to it (see :mod:`.runner` for the other side).
 
 **The sandbox** (:func:`sandbox_argv`) is bubblewrap (``bwrap``, the tool Flatpak uses): new PID,
 network, mount, IPC and UTS namespaces, every capability dropped, ``--die-with-parent`` and a new
 session. Its file system holds only ``/usr`` (read-only), a few files of ``/etc`` (read-only), the
-Python installation and its site-packages (read-only), the sandbox's copy of the package
-(:class:`KernelPackage`, read-only), a private ``/proc`` (only the sandbox's processes), a
-size-limited private ``/tmp`` and a writable work folder holding only the submission's notebook.
+Python installation and its site-packages (read-only), the sandbox's copy of the package and of the
+grader's runner (:class:`KernelPackage`, read-only), a private ``/proc`` (only the sandbox's
+processes), a size-limited private ``/tmp`` and a writable work folder holding only the submission's
+notebook.
 No network, no view of the instructor's home, of the reference and the solutions, of the other
 submissions or of the grader's processes, and an environment of a few variables (``--clearenv``).
 The address-space, file-size and open-file limits are set on the ``bwrap`` process from outside
@@ -17,8 +18,9 @@ Without bubblewrap (``--no-sandbox``) the same runner starts as a plain process 
 and a private temporary folder, with the same limits and checks but the instructor's rights.
 
 **The package copy** (:class:`KernelPackage`) has no checks, no reference and no answer key: its
-``minitransformer.grading`` only holds do-nothing stand-ins of the check functions (the genuine
-checks run in the grader's process, see :mod:`._remote`), and every function or class of the
+``minitransformer.checks`` only holds do-nothing stand-ins of the check functions (the genuine
+checks run in the grader's process, see :mod:`.remote`), its ``minitransformer_grader`` only the
+runner and its protocol (:mod:`.runner`, :mod:`.protocol`), and every function or class of the
 package that a task of the exercise asks the learner to write (the ``avoid`` list of its check) is
 rewritten so that calling it raises: the learner's code cannot use it, read it or find it in
 memory. PyTorch's own versions (``torch.nn.functional.scaled_dot_product_attention``...) cannot be
@@ -41,9 +43,23 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
-from ._limits import Limits
+from .limits import Limits
 
-_PACKAGE = Path(__file__).resolve().parents[1]  # minitransformer/
+
+def _learners_package() -> Path:
+    """The folder of the installed ``minitransformer`` (a checkout's or site-packages'), found without importing it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("minitransformer")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("the grader needs the course's package: pip install minitransformer")
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
+
+
+_PACKAGE = _learners_package()  # minitransformer/
+_GRADER = Path(__file__).resolve().parent  # minitransformer_grader/
+_RUNNER_FILES = ("protocol.py", "runner.py")  # the grader's modules that run in the sandbox
+_COPIES = ("minitransformer", "minitransformer_grader")  # the folders of a KernelPackage
 _INSIDE_PACKAGE = "/opt/minitransformer-grading"  # where the sandbox sees its copy of the package
 _INSIDE_WORK = "/submission"
 _TMP_SIZE = 256 << 20  # bytes of the sandbox's /tmp (memory)
@@ -93,14 +109,14 @@ def stub(label, target=None, why=""):
     """A stand-in that raises; while a check that lists ``target`` runs, the grader computes it instead."""
     def poisoned(*args, **kwargs):
         if target is not None and target in SERVED:
-            from minitransformer.grading._runner import ask_served
+            from minitransformer_grader.runner import ask_served
             return ask_served(target, args, kwargs)
         raise hit(label, why)
     poisoned.__name__ = label
     return poisoned
 '''
 
-_GRADING_STUB = '''"""The grading sandbox's stand-in: the checks run in the grader's own process, not here."""
+_CHECKS_STUB = '''"""The grading sandbox's stand-in: the checks run in the grader's own process, not here."""
 
 CHECKS = {names!r}
 
@@ -125,7 +141,7 @@ def _poison_source(source: str, names: dict[str, str], module: str) -> str:
     alias, a default argument nor a copy of its code object can bring it back. Classes are not
     rewritten: the package's own models (which the checks hand to the learner's code, e.g. a
     Transformer for greedy decoding) are made of them; the runner disables the avoided classes while
-    the learner's code answers their check (see :mod:`._runner`).
+    the learner's code answers their check (see :mod:`.runner`).
     """
     tree = ast.parse(source)
     body: list[ast.stmt] = []
@@ -143,12 +159,14 @@ def _poison_source(source: str, names: dict[str, str], module: str) -> str:
 
 
 class KernelPackage:
-    """A private, read-only copy of ``minitransformer`` for the sandbox: no checks, no reference, poisoned pieces.
+    """A private, read-only copy of ``minitransformer`` and the runner for the sandbox: no checks, no reference.
+
+    The copy's pieces that the exercise asks the learner to write are poisoned (see the module docstring).
 
     Args:
         avoid: ``"minitransformer.module:Name"`` pieces the exercise asks the learner to write, each with the
             task that asks for it (a sequence of targets alone is read as "a task of this exercise").
-        check_names: the names the stand-in ``minitransformer.grading`` defines.
+        check_names: the names the stand-in ``minitransformer.checks`` defines.
     """
 
     def __init__(self, avoid: Sequence[str] | dict[str, str] = (), check_names: Sequence[str] = ()) -> None:
@@ -167,41 +185,49 @@ class KernelPackage:
             if not p.is_file() or "__pycache__" in p.parts or p.suffix == ".pyc":
                 continue
             rel = p.relative_to(_PACKAGE)
-            if rel.parts[0] == "grading" and rel.name not in ("_protocol.py", "_runner.py"):
-                continue  # the checks, the reference and the answer key stay in the grader
+            if rel.parts[0] == "checks":
+                continue  # the checks and the answer key stay in the grader's process
             data = p.read_bytes()
             if rel in by_file:
                 data = _poison_source(data.decode("utf-8"), by_file[rel],
                                       ".".join(("minitransformer", *rel.with_suffix("").parts))).encode()
-            self.files[rel] = data
-        self.files[Path("grading/__init__.py")] = _GRADING_STUB.format(names=sorted(check_names)).encode()
-        self.files[Path("_poison.py")] = _POISON.encode()
+            self.files[Path("minitransformer", rel)] = data
+        self.files[Path("minitransformer/checks/__init__.py")] = _CHECKS_STUB.format(names=sorted(check_names)).encode()
+        self.files[Path("minitransformer/_poison.py")] = _POISON.encode()
+        # Of the grader, only the runner and its protocol: no reference, no generator, no checks.
+        self.files[Path("minitransformer_grader/__init__.py")] = b'"""The runner of the grading sandbox."""\n'
+        for name in _RUNNER_FILES:
+            self.files[Path("minitransformer_grader", name)] = (_GRADER / name).read_bytes()
         self._write()
 
     def _write(self) -> None:
-        target = self.root / "minitransformer"
-        if target.exists():
-            for path in [target, *target.rglob("*")]:
-                path.chmod(stat.S_IRWXU)
-            shutil.rmtree(target)
-        for rel, data in self.files.items():
-            path = target / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
         import compileall
 
-        compileall.compile_dir(str(target), quiet=1)
-        for path in sorted(target.rglob("*"), reverse=True):
-            path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH | (0o111 if path.is_dir() else 0))
-        target.chmod(0o555)
+        for name in _COPIES:
+            target = self.root / name
+            if target.exists():
+                for path in [target, *target.rglob("*")]:
+                    path.chmod(stat.S_IRWXU)
+                shutil.rmtree(target)
+        for rel, data in self.files.items():
+            path = self.root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        for name in _COPIES:
+            target = self.root / name
+            compileall.compile_dir(str(target), quiet=1)
+            for path in sorted(target.rglob("*"), reverse=True):
+                path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH | (0o111 if path.is_dir() else 0))
+            target.chmod(0o555)
         self.digest = self._digest()
 
     def _digest(self) -> str:
         h = hashlib.sha256()
-        for path in sorted((self.root / "minitransformer").rglob("*")):
-            h.update(str(path.relative_to(self.root)).encode())
-            if path.is_file():
-                h.update(path.read_bytes())
+        for name in _COPIES:
+            for path in sorted((self.root / name).rglob("*")):
+                h.update(str(path.relative_to(self.root)).encode())
+                if path.is_file():
+                    h.update(path.read_bytes())
         return h.hexdigest()
 
     def intact(self) -> bool:
@@ -246,22 +272,24 @@ def _python_dirs() -> list[str]:
 
 
 def _hidden(bound: Sequence[str]) -> list[str]:
-    """The bwrap options that hide the grader's own package wherever a bound folder holds it.
+    """The bwrap options that hide the checks and the grader wherever a bound folder holds them.
 
-    With a regular install (``pip install .``, a wheel) site-packages, bound read-only so that Python
-    and PyTorch work, holds ``minitransformer/grading`` with the checks and the reference: the
-    sandbox's stripped copy is bound over it. A course checkout inside a bound folder (a virtual
-    environment that holds it) loses its solutions, tests and exercises to empty folders.
+    With a regular install (``pip install . ./grader``, wheels) site-packages, bound read-only so that
+    Python and PyTorch work, holds ``minitransformer/checks`` (the checks and the answer key) and
+    ``minitransformer_grader`` (the reference): the sandbox's stripped copies are bound over them. A
+    course checkout inside a bound folder (a virtual environment that holds it) loses its solutions,
+    tests, exercises and example class to empty folders.
     """
     def inside(path: Path) -> bool:
         real = os.path.realpath(path)
         return any(real == d or real.startswith(d.rstrip("/") + "/") for d in bound)
 
     options: list[str] = []
-    if inside(_PACKAGE):
-        options += ["--ro-bind", "{copy}", str(_PACKAGE)]
-    for name in ("solutions", "exercises", "tests", "notebooks", ".git"):
-        folder = _PACKAGE.parent / name
+    for real, name in ((_PACKAGE, "minitransformer"), (_GRADER, "minitransformer_grader")):
+        if inside(real):
+            options += ["--ro-bind", f"{{copy}}/{name}", str(real)]
+    folders = [_PACKAGE.parent / name for name in ("solutions", "exercises", "tests", "notebooks", "examples", ".git")]
+    for folder in [*folders, _GRADER.parent / "tests"]:
         if folder.is_dir() and inside(folder):
             options += ["--tmpfs", str(folder), "--remount-ro", str(folder)]
     return options
@@ -294,8 +322,7 @@ def sandbox_argv(package: KernelPackage, notebook_fd: int | None, command: Seque
     for d in _python_dirs():
         argv += ["--ro-bind", d, d]
         bound.append(os.path.realpath(d))
-    copy = str(package.root / "minitransformer")
-    argv += [a.replace("{copy}", copy) for a in _hidden(bound)]
+    argv += [a.replace("{copy}", str(package.root)) for a in _hidden(bound)]
     argv += ["--ro-bind", str(package.root), _INSIDE_PACKAGE, "--proc", "/proc",
              "--dev", "/dev", "--size", str(_SHM_SIZE), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
              "--size", str(_WORK_SIZE), "--tmpfs", _INSIDE_WORK]
@@ -401,7 +428,7 @@ class Sandboxed:
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "OPENBLAS_NUM_THREADS": "1", "TQDM_DISABLE": "1", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1"}
-        command = [sys.executable, "-s", "-m", "minitransformer.grading._runner", str(req_r), str(out_w), str(intr_r)]
+        command = [sys.executable, "-s", "-m", "minitransformer_grader.runner", str(req_r), str(out_w), str(intr_r)]
         if sandbox:
             env.update(HOME="/tmp", TMPDIR="/tmp", MPLCONFIGDIR="/tmp/matplotlib", PYTHONPATH=_INSIDE_PACKAGE)
             notebook_fd = self._notebook_fd(notebook) if notebook is not None else None

@@ -1,9 +1,9 @@
 """One submission, from start to end: its cells run in the sandbox, its check cells here, one :class:`RunResult`.
 
-:func:`run_submission` starts the submission's process (:class:`._sandbox.Sandboxed`), sends it the
-plan of its cells, and follows the runner's messages (:mod:`._runner`): it times each code cell and
+:func:`run_submission` starts the submission's process (:class:`.sandbox.Sandboxed`), sends it the
+plan of its cells, and follows the runner's messages (:mod:`.runner`): it times each code cell and
 interrupts one that runs past its limit, and runs each check cell in the grader's process against the
-learner's code (:func:`._remote.run_check_cell`) when the runner reaches it. It sits above both
+learner's code (:func:`.remote.run_check_cell`) when the runner reaches it. It sits above both
 sides, which therefore need not know each other.
 """
 
@@ -14,10 +14,9 @@ import pickle
 import time
 from typing import Any
 
-from ._protocol import Closed, TooLarge, read_frame
-from ._remote import _GRACE, KernelGone, Link, run_check_cell
-from ._sandbox import KernelPackage, Sandboxed
-from .checks import check_functions
+from .protocol import Closed, TooLarge, read_frame
+from .remote import _GRACE, KernelGone, Link, check_functions, run_check_cell
+from .sandbox import KernelPackage, Sandboxed
 
 __all__ = ["RunResult", "run_plan", "run_submission"]
 

@@ -1,20 +1,17 @@
-"""The exercise checks, the exercise generator and the grader (minitransformer.grading).
+"""The exercise generator and the grader (minitransformer_grader).
 
-* every check passes a correct implementation (the package's own, with its anti-cheat sentinels off)
-  and fails on the package's own when they are on, however it was imported;
-* every check fails, with the expected explanation, on the usual wrong implementations;
 * the committed exercises and reference are what the generator makes of the solutions, whose
   nbgrader metadata is valid;
 * the grading command gives the solutions full marks and the blank exercises 0, and survives the
   hostile submissions (one shared run over a class folder, module-scoped: it starts processes).
+
+The checks themselves are tested without the grader (tests/test_checks.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import csv
-import importlib
 import io
 import json
 import math
@@ -23,401 +20,24 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import nbformat
 import pytest
-import torch
-import torch.nn.functional as F
-from torch import nn
 
-from minitransformer import (EncoderLayer, LayerNorm, MultiHeadAttention, PositionwiseFeedForward, greedy_decode,
-                             make_causal_mask, make_padding_mask, make_target_mask, scaled_dot_product_attention,
-                             sinusoidal_positional_encoding)
-from minitransformer import grading as G
-from minitransformer.grading import _common
-from minitransformer.grading.decoding_checks import _greedy_by_hand
-from minitransformer.grading.generate import exercise_from_solution, make_exercises
+import minitransformer_grader as G
+from minitransformer_grader.generate import exercise_from_solution, make_exercises
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = ROOT / "grader" / "minitransformer_grader" / "reference"
 NAMES = sorted(p.stem for p in (ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
 # Exercise 03 (most of the grading tests below): tasks 1-4 earn 3, 1, 1 and 2 points.
 FULL_03 = sum(task["points"] for task in G.load_references()["03_self_attention"]["tasks"])
 MINE = ["02_positional_encoding", "03_self_attention", "04_multi_head_attention", "05_add_norm_and_feed_forward",
         "06_decoder_and_masking", "07_training"]
-
-
-@pytest.fixture
-def no_sentinels(monkeypatch):
-    """The package's own pieces, which the checks normally refuse, allowed (to test the checks themselves)."""
-    monkeypatch.setattr(_common, "_sentinels", lambda *a, **k: contextlib.nullcontext())
-
-
-# ----------------------------------------------------------------------------------------------
-# Correct implementations pass
-# ----------------------------------------------------------------------------------------------
-
-def _smoothed_by_formula(target: torch.Tensor, vocab: int, eps: float, pad: int) -> torch.Tensor:
-    q = F.one_hot(target, vocab).float() * (1 - eps - eps / (vocab - 2)) + eps / (vocab - 2)
-    q[..., pad] = 0.0
-    return q * (target != pad)[..., None]
-
-
-CORRECT: list[tuple[Callable[..., None], Any]] = [
-    (G.check_positional_encoding, sinusoidal_positional_encoding),
-    (G.check_scaled_dot_product_attention, scaled_dot_product_attention),
-    (G.check_padding_mask, make_padding_mask),
-    (G.check_causal_mask, make_causal_mask),
-    (G.check_target_mask, make_target_mask),
-    (G.check_multi_head_attention, MultiHeadAttention),
-    (G.check_layer_norm, LayerNorm),
-    (G.check_layer_norm, nn.LayerNorm),
-    (G.check_feed_forward, PositionwiseFeedForward),
-    (G.check_encoder_layer, EncoderLayer),
-    (G.check_label_smoothing_target, _smoothed_by_formula),
-    (G.check_greedy_decode, greedy_decode),
-]
-
-
-@pytest.mark.parametrize("check, implementation", CORRECT, ids=lambda x: getattr(x, "__name__", str(x)))
-def test_the_package_passes_its_own_checks(check, implementation, capsys, no_sentinels):
-    check(implementation, task=7)
-    assert capsys.readouterr().out.startswith("✓ Task 7 passed: ")
-
-
-def test_a_check_leaves_the_random_state_alone(capsys, no_sentinels):
-    torch.manual_seed(123)
-    expected = torch.rand(3)
-    torch.manual_seed(123)
-    G.check_multi_head_attention(MultiHeadAttention)
-    G.check_greedy_decode(greedy_decode)
-    assert torch.equal(torch.rand(3), expected)
-    assert capsys.readouterr().out.count("✓ passed: ") == 2
-
-
-# ----------------------------------------------------------------------------------------------
-# Typical wrong implementations fail with a message that names the mistake
-# ----------------------------------------------------------------------------------------------
-
-def _pe_swapped(max_len: int, d_model: int) -> torch.Tensor:
-    pe = sinusoidal_positional_encoding(max_len, d_model)
-    return torch.stack([pe[:, 1::2], pe[:, 0::2]], dim=-1).reshape(max_len, d_model)
-
-
-def _pe_halves(max_len: int, d_model: int) -> torch.Tensor:
-    pe = sinusoidal_positional_encoding(max_len, d_model)
-    return torch.cat([pe[:, 0::2], pe[:, 1::2]], dim=1)
-
-
-def _pe_no_factor_two(max_len: int, d_model: int) -> torch.Tensor:
-    i = torch.arange(d_model // 2)
-    angle = torch.arange(max_len)[:, None] / 10000 ** (i / d_model)
-    return torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(max_len, d_model)
-
-
-def _attention(scale: Callable[[int], float] = math.sqrt, dim: int = -1, invert: bool = False) -> Callable[..., Any]:
-    def wrong_attention(query, key, value, mask=None):
-        scores = query @ key.transpose(-2, -1) / scale(query.size(-1))
-        if mask is not None:
-            scores = scores.masked_fill(mask if invert else ~mask, -1e9)
-        weights = torch.softmax(scores, dim=dim)
-        return weights @ value, weights
-    return wrong_attention
-
-
-def _mha(mistake: str) -> type[nn.Module]:
-    class WrongMultiHeadAttention(nn.Module):
-        def __init__(self, d_model: int, n_heads: int) -> None:
-            super().__init__()
-            self.h, self.d_k = n_heads, d_model // n_heads
-            self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
-
-        def forward(self, query, key, value, mask=None):
-            B, Tq, D = query.shape
-
-            def split(x):
-                if mistake == "split":  # straight to (B, H, T, d_k): positions and heads mixed
-                    return x.reshape(B, self.h, x.size(1), self.d_k)
-                return x.view(B, x.size(1), self.h, self.d_k).transpose(1, 2)
-
-            q, k, v = split(self.w_q(query)), split(self.w_k(key)), split(self.w_v(value))
-            scores = q @ k.transpose(-2, -1) / math.sqrt(D if mistake == "scale" else self.d_k)
-            if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
-            heads = torch.softmax(scores, dim=-1) @ v
-            concat = heads.transpose(1, 2).reshape(B, Tq, D)
-            return concat if mistake == "no_w_o" else self.w_o(concat)
-
-    return WrongMultiHeadAttention
-
-
-def _layer_norm(mistake: str) -> type[nn.Module]:
-    class WrongLayerNorm(nn.Module):
-        def __init__(self, d_model: int) -> None:
-            super().__init__()
-            self.weight = nn.Parameter(torch.ones(d_model))
-            self.bias = nn.Parameter(torch.zeros(d_model))
-
-        def forward(self, x):
-            mean = x.mean(-1, keepdim=True)
-            var = x.var(-1, keepdim=True, unbiased=mistake == "unbiased")
-            if mistake == "eps_outside":
-                return (x - mean) / (var.sqrt() + 1e-5) * self.weight + self.bias
-            return (x - mean) / torch.sqrt(var + 1e-5) * self.weight + self.bias
-
-    return WrongLayerNorm
-
-
-class _FeedForwardWithoutReLU(nn.Module):
-    def __init__(self, d_model: int, d_ff: int) -> None:
-        super().__init__()
-        self.linear1, self.linear2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
-
-    def forward(self, x):
-        return self.linear2(self.linear1(x))
-
-
-class _EncoderWithoutResiduals(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, d_ff: int) -> None:
-        super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff)
-        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
-
-    def forward(self, x, src_mask=None):
-        x = self.norm1(self.self_attn(x, x, x, src_mask)[0])
-        return self.norm2(self.feed_forward(x))
-
-
-def _torch_style_smoothing(target, vocab, eps, pad):
-    return F.one_hot(target, vocab) * (1 - eps) + eps / vocab
-
-
-def _greedy_not_stopping(model, src, max_len, bos_id, eos_id):
-    out = greedy_decode(model, src, max_len, bos_id, eos_id)
-    fill = torch.full((src.size(0), 1 + max_len - out.size(1)), model.config.pad_id)
-    return torch.cat([out, fill], dim=1)  # runs on for max_len steps after everyone has finished
-
-
-def _greedy_first_position(model, src, max_len, bos_id, eos_id):
-    return _greedy_by_hand(model, src, max_len, bos_id, eos_id, first_position=True)
-
-
-WRONG = [
-    ("pe swapped", G.check_positional_encoding, _pe_swapped, "swapped sin and cos"),
-    ("pe halves", G.check_positional_encoding, _pe_halves, "Interleave"),
-    ("pe exponent", G.check_positional_encoding, _pe_no_factor_two, "needs the factor 2"),
-    ("pe transposed", G.check_positional_encoding, lambda n, d: sinusoidal_positional_encoding(n, d).T, "transpose"),
-    ("attention unscaled", G.check_scaled_dot_product_attention, _attention(scale=lambda d: 1.0),
-     "divided by sqrt(d_k)"),
-    ("attention by d_k", G.check_scaled_dot_product_attention, _attention(scale=float), "not by d_k"),
-    ("attention softmax dim", G.check_scaled_dot_product_attention, _attention(dim=-2),
-     "did you apply the softmax over the last dimension"),
-    ("attention mask inverted", G.check_scaled_dot_product_attention, _attention(invert=True),
-     "exactly where the mask is True"),
-    ("attention weights only", G.check_scaled_dot_product_attention,
-     lambda q, k, v, mask=None: scaled_dot_product_attention(q, k, v, mask)[1], "expected a pair (output, weights)"),
-    ("padding inverted", G.check_padding_mask, lambda t, p: (t == p)[:, None, None, :], "`tokens != pad_id`"),
-    ("padding hard-coded 0", G.check_padding_mask, lambda t, p: (t != 0)[:, None, None, :], "not with 0"),
-    ("padding 2-D", G.check_padding_mask, lambda t, p: t != p, "(B, S) -> (B, 1, 1, S)"),
-    ("padding int", G.check_padding_mask, lambda t, p: (t != p).long()[:, None, None, :], "must be torch.bool"),
-    ("causal upper", G.check_causal_mask, lambda n: torch.ones(n, n, dtype=torch.bool).triu()[None, None],
-     "see the future"),
-    ("causal no diagonal", G.check_causal_mask, lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1)[None, None],
-     "attend to itself"),
-    ("causal inverted", G.check_causal_mask, lambda n: ~torch.ones(n, n, dtype=torch.bool).tril()[None, None],
-     "inverted"),
-    ("target or", G.check_target_mask, lambda t, p: make_padding_mask(t, p) | make_causal_mask(t.size(1)),
-     "with & (and)"),
-    ("target query padding", G.check_target_mask,
-     lambda t, p: (t != p)[:, None, :, None] & make_causal_mask(t.size(1)), "not (B, 1, T, 1)"),
-    ("mha heads split wrong", G.check_multi_head_attention, _mha("split"), "view or reshape to (B, n_heads, T, d_k)"),
-    ("mha scaled by d_model", G.check_multi_head_attention, _mha("scale"), "not by sqrt(d_model)"),
-    ("mha without w_o", G.check_multi_head_attention, _mha("no_w_o"), "output projection w_o"),
-    ("layer norm unbiased", G.check_layer_norm, _layer_norm("unbiased"), "unbiased variance"),
-    ("layer norm eps outside", G.check_layer_norm, _layer_norm("eps_outside"), "inside the square root"),
-    ("ffn without relu", G.check_feed_forward, _FeedForwardWithoutReLU, "ReLU between the two layers is missing"),
-    ("encoder pre-LN", G.check_encoder_layer, lambda d, h, f: EncoderLayer(d, h, f, norm_first=True), "pre-LN"),
-    ("encoder no residual", G.check_encoder_layer, _EncoderWithoutResiduals, "residual connections are missing"),
-    ("encoder bad attention", G.check_encoder_layer,
-     lambda d, h, f: _with_part(EncoderLayer(d, h, f), "self_attn", _mha("scale")(d, h)), "(task 1)"),
-    ("smoothing like torch", G.check_label_smoothing_target, _torch_style_smoothing, "F.cross_entropy's"),
-    ("smoothing pad rows kept", G.check_label_smoothing_target,
-     lambda t, v, e, p: _smoothed_by_formula(t, v, e, p) + (t == p)[..., None] / v, "counts for nothing"),
-    ("greedy never stops", G.check_greedy_decode, _greedy_not_stopping, "Stop as soon as"),
-    ("greedy first position", G.check_greedy_decode, _greedy_first_position, "LAST position"),
-]
-
-
-def _with_part(module: nn.Module, name: str, part: nn.Module) -> nn.Module:
-    setattr(module, name, part)
-    return module
-
-
-@pytest.mark.parametrize("check, implementation, message", [w[1:] for w in WRONG], ids=[w[0] for w in WRONG])
-def test_a_wrong_implementation_is_explained(check, implementation, message, capsys, no_sentinels):
-    with pytest.raises(AssertionError, match=re.escape(message)):
-        check(implementation, task=1)
-    assert "passed" not in capsys.readouterr().out
-
-
-def test_the_learners_own_error_names_the_call():
-    def broken_attention(query, key, value, mask=None):
-        return query @ value, None  # (Tq, d_k) @ (Tk, d_v): wrong shapes
-
-    with pytest.raises(AssertionError, match=r"broken_attention\(query \(2, 4, 8\).*raised RuntimeError"):
-        G.check_scaled_dot_product_attention(broken_attention)
-
-
-def test_a_stub_raises_its_not_implemented_error():
-    def stub(max_len, d_model):
-        raise NotImplementedError("Task 1: build the table")
-
-    with pytest.raises(NotImplementedError, match="Task 1"):
-        G.check_positional_encoding(stub)
-
-
-# The review's findings: each mistake has its own message.
-
-def _attention_scaled_after_softmax(query, key, value, mask=None):
-    scores = query @ key.transpose(-2, -1)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1) / math.sqrt(query.size(-1))
-    return weights @ value, weights
-
-
-class _LayerNormIgnoringEps(nn.Module):
-    def __init__(self, d_model: int, eps: float = 1e-5) -> None:
-        super().__init__()
-        self.weight, self.bias = nn.Parameter(torch.ones(d_model)), nn.Parameter(torch.zeros(d_model))
-
-    def forward(self, x):
-        mean, var = x.mean(-1, keepdim=True), x.var(-1, keepdim=True, unbiased=False)
-        return (x - mean) / torch.sqrt(var + 1e-5) * self.weight + self.bias
-
-
-class _FeedForwardDropoutAlwaysOn(nn.Module):
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0) -> None:
-        super().__init__()
-        self.linear1, self.linear2, self.p = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model), dropout
-
-    def forward(self, x):
-        return self.linear2(F.dropout(torch.relu(self.linear1(x)), self.p))  # training=True: on in eval mode too
-
-
-def _causal_one_row_too_far(n):
-    mask = torch.ones(n, n, dtype=torch.bool).tril()
-    if n > 4:
-        mask[3, 4] = True
-    return mask[None, None]
-
-
-REVIEW = [
-    ("causal row 3 sees 4", G.check_causal_mask, _causal_one_row_too_far, "Row 3 of your causal mask lets position 3 "
-     "see position 4"),
-    ("causal tril(1)", G.check_causal_mask, lambda n: torch.ones(n, n, dtype=torch.bool).tril(1)[None, None], "tril(1)"),
-    ("attention scaled after softmax", G.check_scaled_dot_product_attention, _attention_scaled_after_softmax,
-     "after the softmax"),
-    ("layer norm ignores eps", G.check_layer_norm, _LayerNormIgnoringEps, "ignores its eps argument"),
-    ("feed-forward dropout on in eval", G.check_feed_forward, _FeedForwardDropoutAlwaysOn, "dropout stays on"),
-]
-
-
-@pytest.mark.parametrize("check, implementation, message", [w[1:] for w in REVIEW], ids=[w[0] for w in REVIEW])
-def test_the_reviews_mistakes_are_named(check, implementation, message):
-    with pytest.raises(AssertionError, match=re.escape(message)):
-        check(implementation, task=1)
-
-
-def test_id_3_is_not_an_ordinary_token_in_the_checks_and_exercises():
-    source = (ROOT / "minitransformer/grading/decoding_checks.py").read_text(encoding="utf-8")
-    assert "torch.randint(4, 11," in source and "torch.randint(3, 11," not in source
-    lesson06 = (ROOT / "solutions" / "06_decoder_and_masking.ipynb").read_text(encoding="utf-8")
-    assert "torch.randint(4, VOCAB," in lesson06 and "torch.randint(3, VOCAB," not in lesson06
-    for name in ("06_decoder_and_masking", "07_training"):
-        assert "`<unk>` = 3" in (ROOT / "solutions" / f"{name}.ipynb").read_text(encoding="utf-8")
-
-
-# ----------------------------------------------------------------------------------------------
-# The package's own piece is refused by behaviour, however it was imported
-# ----------------------------------------------------------------------------------------------
-
-def _alias_built_from_strings():
-    found = getattr(importlib.import_module("minitransformer"), "scaled_" + "dot_product_attention")
-
-    def my_attention(query, key, value, mask=None):
-        return found(query, key, value, mask)  # a closure: no name of the package in sight
-    return my_attention
-
-
-def _layer_norm_subclass():
-    class MyLayerNorm(nn.LayerNorm):
-        pass
-    return MyLayerNorm
-
-
-REFERENCE_USES = [
-    ("attention by alias", G.check_scaled_dot_product_attention, scaled_dot_product_attention,
-     "minitransformer's scaled_dot_product_attention"),
-    ("attention by strings", G.check_scaled_dot_product_attention, _alias_built_from_strings(),
-     "minitransformer's scaled_dot_product_attention"),
-    ("attention from torch", G.check_scaled_dot_product_attention,
-     lambda q, k, v, mask=None: (F.scaled_dot_product_attention(q, k, v, None if mask is None else mask), None),
-     "torch's scaled_dot_product_attention"),
-    ("layer norm subclass", G.check_layer_norm, _layer_norm_subclass(), "torch's LayerNorm"),
-    ("greedy decoding", G.check_greedy_decode, greedy_decode, "minitransformer's greedy_decode"),
-    ("target mask", G.check_target_mask, lambda t, p: make_target_mask(t, p), "make_target_mask"),
-]
-
-
-@pytest.mark.parametrize("check, implementation, message", [w[1:] for w in REFERENCE_USES],
-                         ids=[w[0] for w in REFERENCE_USES])
-def test_the_packages_own_piece_is_refused_with_the_right_task(check, implementation, message, capsys):
-    with pytest.raises(AssertionError, match=r"^Task 5: your code calls .*" + re.escape(message)):
-        check(implementation, task=5)
-    assert "passed" not in capsys.readouterr().out
-    # Afterwards the package works as before: the sentinels are gone.
-    out, weights = scaled_dot_product_attention(torch.ones(1, 2, 4), torch.ones(1, 2, 4), torch.ones(1, 2, 4))
-    assert torch.allclose(weights, torch.full((1, 2, 2), 0.5))
-    assert isinstance(nn.LayerNorm(4)(torch.randn(2, 4)), torch.Tensor)
-
-
-def test_a_package_piece_the_task_allows_is_not_refused(capsys):
-    # The encoder layer of exercise 05 may use the package's MultiHeadAttention.
-    solution = nbformat.read(ROOT / "solutions" / "05_add_norm_and_feed_forward.ipynb", as_version=4)
-    space: dict[str, Any] = {}
-    for cell in solution.cells:
-        if cell.cell_type == "code" and not cell.metadata["nbgrader"]["grade"] and "encoder = " not in cell.source:
-            exec(cell.source, space)
-    G.check_encoder_layer(space["MyEncoderLayer"], task=3)
-    assert "✓ Task 3 passed" in capsys.readouterr().out
-
-
-def test_the_nan_row_question_explains_wrong_answers():
-    G.check_answer("03-nan-rows", "bc", task=3)
-    for wrong, words in [("C", "hides whole ROWS"), ("BCD", "sets the weights of masked keys to 0"),
-                         ("ABC", "never a whole row")]:
-        with pytest.raises(AssertionError, match=re.escape(words)):
-            G.check_answer("03-nan-rows", wrong, task=3)
-
-
-def test_the_nan_row_question_agrees_with_the_package_and_a_plain_softmax():
-    x = torch.randn(2, 3, 8)
-
-    def plain(mask):
-        scores = (x @ x.transpose(-2, -1) / math.sqrt(8)).masked_fill(~mask, float("-inf"))
-        return torch.softmax(scores, dim=-1)
-
-    tokens = torch.tensor([[5, 7, 0], [6, 0, 0]])
-    assert not plain((tokens != 0)[:, None, :]).isnan().any()  # A
-    assert plain((tokens != 0)[:, :, None]).isnan().any()  # B
-    assert plain((torch.tensor([[5, 7, 0], [0, 0, 0]]) != 0)[:, None, :]).isnan().any()  # C
-    # The package checks that a mask covers every key, so the query mask is spelled out as (B, Tq, Tk).
-    query_mask = (tokens != 0)[:, :, None].expand(2, 3, 3)  # (B, Tq, Tk)
-    assert not scaled_dot_product_attention(x, x, x, query_mask)[1].isnan().any()  # D
 
 
 # ----------------------------------------------------------------------------------------------
@@ -429,12 +49,12 @@ def _read(folder: str, name: str) -> nbformat.NotebookNode:
 
 
 def test_the_committed_exercises_are_what_the_generator_makes(tmp_path):
-    stale = make_exercises(ROOT / "solutions", ROOT / "exercises", ROOT / "minitransformer/grading/reference", check=True)
-    assert stale == [], "run `python -m minitransformer.grading make-exercises`: " + ", ".join(stale)
+    stale = make_exercises(ROOT / "solutions", ROOT / "exercises", REFERENCE, check=True)
+    assert stale == [], "run `python -m minitransformer_grader make-exercises`: " + ", ".join(stale)
 
 
 def test_make_exercises_says_in_one_line_when_nothing_is_out_of_date(tmp_path, capsys, monkeypatch):
-    from minitransformer.grading.generate import main as make
+    from minitransformer_grader.generate import main as make
 
     monkeypatch.chdir(tmp_path)
     folders = ["--solutions", str(ROOT / "solutions"), "--exercises", "exercises", "--reference", "reference",
@@ -500,12 +120,55 @@ def test_the_generator_keeps_the_stub_signature_and_indentation():
 
 
 def test_the_reference_ships_as_package_data():
-    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    assert '"minitransformer.grading" = ["reference/*.json"]' in text
+    text = (ROOT / "grader" / "pyproject.toml").read_text(encoding="utf-8")
+    assert '"minitransformer_grader" = ["reference/*.json"]' in text
     refs = G.load_references()
     assert set(MINE) <= set(refs)
     pe = refs["02_positional_encoding"]["tasks"][0]
     assert "sizes=((256, 512)" in pe["source"] and "256" not in pe["visible"] and pe["parts"] == [1, 1]
+
+
+def test_the_check_table_holds_every_check_the_package_exports():
+    """check_functions() is what the grader runs: exactly the check_* names of minitransformer.checks."""
+    import minitransformer.checks
+    from minitransformer_grader.remote import check_functions
+
+    checks = check_functions()
+    assert sorted(checks) == sorted(n for n in dir(minitransformer.checks) if n.startswith("check_"))
+    assert all(checks[n] is getattr(minitransformer.checks, n) for n in checks)
+
+
+def test_the_grader_ships_the_courses_license():
+    pyproject = (ROOT / "grader" / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r'^license-files = \["LICENSE"\]$', pyproject, re.MULTILINE)
+    assert (ROOT / "grader" / "LICENSE").read_bytes() == (ROOT / "LICENSE").read_bytes()
+
+
+def test_every_module_imports_without_nbgrader_and_the_plug_in_says_what_to_install():
+    # The grader's own install has no nbgrader: every module still imports, and the plug-in says what to install.
+    script = textwrap.dedent("""
+        import importlib, importlib.abc, pkgutil, sys
+
+        class Absent(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name == "nbgrader" or name.startswith("nbgrader."):
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+                return None
+
+        sys.meta_path.insert(0, Absent())
+        import minitransformer_grader
+        for info in pkgutil.walk_packages(minitransformer_grader.__path__, prefix="minitransformer_grader."):
+            if not info.name.endswith("__main__"):
+                importlib.import_module(info.name)
+        from minitransformer_grader.nbgrader_plugin import ClearSolutionsWithHints
+        try:
+            ClearSolutionsWithHints()
+        except ModuleNotFoundError as err:
+            print("MESSAGE", err)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "needs nbgrader" in done.stdout and "pip install -e 'grader[nbgrader]'" in done.stdout, done.stdout
 
 
 def test_without_a_reference_the_grader_refuses(tmp_path):
@@ -550,7 +213,7 @@ def _class_folder(root: Path) -> Path:
          'check_padding_mask = lambda *args, **kwargs: print("✓ Task 2 passed")'),
         ("cheat-rebinds", "solutions", "import math", "import types\nminitransformer = types.SimpleNamespace()"),
         ("cheat-patches", "exercises", "import math",
-         "import minitransformer.grading._common as c\nc._compare = lambda *args, **kwargs: None"),
+         "import minitransformer.checks._common as c\nc._compare = lambda *args, **kwargs: None"),
         ("hostile-kills-parent", "solutions", "def my_padding_mask", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
         ("hostile-loops", "solutions", "def my_padding_mask",
          "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"),
@@ -577,9 +240,9 @@ def _class_folder(root: Path) -> Path:
 
     rewriter = _read("exercises", "03_self_attention")
     _insert_after(rewriter, "import math", (
-        "import json, pathlib, minitransformer.grading as g\n"
-        "folder = pathlib.Path(g.__file__).parent\n"
-        "for path in [folder / 'reference' / '03_self_attention.json', folder / 'attention_checks.py']:\n"
+        "import pathlib, minitransformer.checks as c, minitransformer_grader as g\n"
+        "for path in [pathlib.Path(g.__file__).parent / 'reference' / '03_self_attention.json',\n"
+        "             pathlib.Path(c.__file__).parent / 'lesson03.py']:\n"
         "    try:\n"
         "        path.chmod(0o644)\n"
         "        path.write_text(path.read_text().replace('raise AssertionError', 'return None or print'))\n"
@@ -615,11 +278,11 @@ def _class_folder(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory) -> dict[str, Any]:
     root = _class_folder(tmp_path_factory.mktemp("class"))
-    reference = (ROOT / "minitransformer/grading/reference/03_self_attention.json").read_bytes()
-    checks = (ROOT / "minitransformer/grading/attention_checks.py").read_bytes()
+    reference = (REFERENCE / "03_self_attention.json").read_bytes()
+    checks = (ROOT / "minitransformer/checks/lesson03.py").read_bytes()
     out = root / "out"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "minitransformer.grading", "grade", str(root / "submitted"), str(root / "mystery.ipynb"),
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "grader")])}
+    command = [sys.executable, "-m", "minitransformer_grader", "grade", str(root / "submitted"), str(root / "mystery.ipynb"),
                "--jobs", "2", "--timeout", "30", "--json", str(out / "grades.json"), "--csv", str(out / "grades.csv"),
                "--quiet"]
     run = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=900)
@@ -627,8 +290,8 @@ def graded(tmp_path_factory) -> dict[str, Any]:
     return {"run": run, "root": root, "reports": {(r["student"], r["exercise"]): r for r in reports},
             "csv": (out / "grades.csv").read_text(encoding="utf-8"),
             "feedback": (out / "grades_feedback.csv").read_text(encoding="utf-8"),
-            "reference_intact": (ROOT / "minitransformer/grading/reference/03_self_attention.json").read_bytes() == reference
-            and (ROOT / "minitransformer/grading/attention_checks.py").read_bytes() == checks}
+            "reference_intact": (REFERENCE / "03_self_attention.json").read_bytes() == reference
+            and (ROOT / "minitransformer/checks/lesson03.py").read_bytes() == checks}
 
 
 def _tasks(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -673,7 +336,7 @@ def test_rebinding_minitransformer_or_patching_the_checks_changes_nothing(graded
     assert rebinds["score"] == rebinds["max_score"] == FULL_03 == 7
     patches = graded["reports"][("cheat-patches", "03_self_attention")]
     assert patches["score"] == 0
-    assert "ModuleNotFoundError: No module named 'minitransformer.grading._common'" in patches["output"]
+    assert "ModuleNotFoundError: No module named 'minitransformer.checks._common'" in patches["output"]
 
 
 def test_the_reference_imported_by_strings_costs_its_task_only(graded):
@@ -796,8 +459,8 @@ def test_the_command_refuses_a_missing_path(capsys):
 
 
 def test_the_notebook_time_limit_stops_a_slow_notebook():
-    from minitransformer.grading._sandbox import KernelPackage
-    from minitransformer.grading._submission import run_plan
+    from minitransformer_grader.sandbox import KernelPackage
+    from minitransformer_grader.submission import run_plan
 
     package = KernelPackage()
     try:
@@ -809,8 +472,8 @@ def test_the_notebook_time_limit_stops_a_slow_notebook():
 
 
 def test_a_submission_sees_a_private_folder_and_none_of_the_graders_secrets(monkeypatch):
-    from minitransformer.grading._sandbox import KernelPackage
-    from minitransformer.grading._submission import run_plan
+    from minitransformer_grader.sandbox import KernelPackage
+    from minitransformer_grader.submission import run_plan
 
     monkeypatch.setenv("GRADER_SECRET_TOKEN", "s3cret")
     package = KernelPackage()
@@ -826,8 +489,8 @@ def test_a_submission_sees_a_private_folder_and_none_of_the_graders_secrets(monk
 
 
 def test_the_memory_limit_stops_a_greedy_cell():
-    from minitransformer.grading._sandbox import KernelPackage
-    from minitransformer.grading._submission import run_plan
+    from minitransformer_grader.sandbox import KernelPackage
+    from minitransformer_grader.submission import run_plan
 
     package = KernelPackage()
     try:
@@ -847,7 +510,7 @@ def test_the_grades_so_far_are_written_when_the_grader_dies(tmp_path):
     _insert_after(slow, "import math", "import time\ntime.sleep(30)")
     nbformat.write(slow, folder / "b_slow.ipynb")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    grader = subprocess.Popen([sys.executable, "-m", "minitransformer.grading", "grade", str(folder), "--quiet",
+    grader = subprocess.Popen([sys.executable, "-m", "minitransformer_grader", "grade", str(folder), "--quiet",
                                "--json", str(tmp_path / "g.json"), "--csv", str(tmp_path / "g.csv")],
                               cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -864,7 +527,7 @@ def test_the_grades_so_far_are_written_when_the_grader_dies(tmp_path):
 
 
 def test_the_exercise_is_found_from_the_option_metadata_name_or_content():
-    from minitransformer.grading.notebooks import identify
+    from minitransformer_grader.notebooks import identify
 
     refs = G.load_references()
     nb = _read("solutions", "05_add_norm_and_feed_forward")
@@ -924,7 +587,7 @@ def test_nbgraders_own_clear_solutions_loses_the_hints_and_ours_keeps_them():
     """In process, without the gradebook: the step the plug-in replaces, nbgrader's and ours, on every exercise."""
     from nbgrader.preprocessors import ClearSolutions
 
-    from minitransformer.grading.nbgrader_plugin import ClearSolutionsWithHints
+    from minitransformer_grader.nbgrader_plugin import ClearSolutionsWithHints
 
     for name in NAMES:
         solution = _read("solutions", name)
@@ -961,7 +624,7 @@ def test_the_nbgrader_configuration_replaces_only_clear_solutions():
     from nbgrader.preprocessors import ClearOutput, ClearSolutions
     from traitlets.config import Config
 
-    from minitransformer.grading.nbgrader_plugin import ClearSolutionsWithHints, configure
+    from minitransformer_grader.nbgrader_plugin import ClearSolutionsWithHints, configure
 
     config = Config()
     configure(config)
@@ -1018,8 +681,8 @@ def test_putting_it_together_in_03_blames_the_right_task(wrong, blamed):
 
 
 def test_partial_credit_counts_each_passing_part():
-    from minitransformer.grading._submission import RunResult
-    from minitransformer.grading.notebooks import Report, _score
+    from minitransformer_grader.submission import RunResult
+    from minitransformer_grader.notebooks import Report, _score
 
     ref = G.load_references()["06_decoder_and_masking"]
     task = next(t for t in ref["tasks"] if t["grade_id"] == "task-6")

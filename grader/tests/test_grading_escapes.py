@@ -22,9 +22,41 @@ import nbformat
 import pytest
 from test_grading_hostile import FULL, ROOT, SECRET, _add, _read
 
-import minitransformer.grading.classroom as classroom
+import minitransformer_grader.classroom as classroom
 
 MARKER = "escape-marker.txt"  # written by anything that ran outside the sandbox
+
+# Item 3: look for the checks, the reference and the solutions anywhere Python can see (see _class); outside the
+# sandbox it finds them all (test_3_the_seeker_finds_what_it_looks_for_outside_the_sandbox).
+SEEKER = """
+import os, sys, time, importlib.util
+started = time.monotonic()
+def outermost(folders):
+    folders = sorted({os.path.realpath(f or '.') for f in folders if os.path.isdir(f or '.')})
+    return [r for r in folders if not any(r != o and r.startswith(o.rstrip('/') + '/') for o in folders)]
+python_roots = outermost(sys.path)
+system_roots = [r for r in outermost(['/usr', '/opt']) if r not in python_roots]
+found, walked, python_done = [], 0, False
+for root in python_roots + system_roots:
+    if root in system_roots:
+        python_done = True
+    for folder, _, names in os.walk(root):
+        if root in system_roots and time.monotonic() - started > 5:
+            break
+        walked += len(names)
+        for name in names:
+            path = os.path.join(folder, name)
+            if (folder.endswith('/minitransformer_grader/reference') and name.endswith('.json')) or path.endswith(
+                    ('/checks/lesson03.py', '/checks/questions.py', '/solutions/03_self_attention.ipynb')):
+                found.append(path)
+python_done = python_done or not system_roots
+for module in ('minitransformer.checks.questions', 'minitransformer.checks.lesson03'):
+    if importlib.util.find_spec(module) is not None:
+        found.append(module)
+print(f'SEEKER-WALKED {walked} files under {len(python_roots)} + {len(system_roots)} folders in '
+      f'{time.monotonic() - started:.1f} s, all of sys.path: {python_done}')
+print('SEEKER-FOUND' if found else 'SEEKER-NOTHING', found[:5])
+"""
 
 
 def _put(root: Path, student: str, nb: nbformat.NotebookNode, exercise: str = "03_self_attention") -> Path:
@@ -53,14 +85,14 @@ def _reverse_channel(root: Path) -> str:
     marker = root / MARKER
     return f"""
 import sys, torch
-from minitransformer.grading import _runner
-from minitransformer.grading._protocol import read_frame, save_plain
+from minitransformer_grader import runner as _runner
+from minitransformer_grader.protocol import read_frame, save_plain
 def ask(target, *args):
     payload = save_plain({{'args': list(args), 'kwargs': {{}}}})
     _runner._LINK.emit({{'event': 'piece', 'target': target}}, payload)
     _runner._LINK.emit({{'event': 'serve', 'target': target}}, payload)
     return [read_frame(_runner._LINK.fd_in, None)[0] for _ in range(1)]
-print('ASKED', ask('minitransformer.grading.classroom:_atomic', {str(marker)!r}, 'pwned'))
+print('ASKED', ask('minitransformer_grader.classroom:_atomic', {str(marker)!r}, 'pwned'))
 from minitransformer import _poison
 _poison.SERVED.add('minitransformer.masks:make_target_mask')  # the grader still refuses: no check is calling
 for name in ('make_padding_mask', 'make_target_mask', 'scaled_dot_product_attention'):
@@ -87,35 +119,7 @@ def _class(root: Path) -> dict[str, Any]:
     # sys.path (where an install puts them) walked to the end, then /usr and /opt for as long as the cell's
     # 10 s allow (a busy machine cannot walk all of /usr in that time; the walk stops itself rather than be
     # interrupted). One walk over each folder: each pattern globbed on its own walked them four times.
-    _put(root, "seeker", _add(_blank(), "import math", """
-import os, sys, time, importlib.util
-started = time.monotonic()
-def outermost(folders):
-    folders = sorted({os.path.realpath(f or '.') for f in folders if os.path.isdir(f or '.')})
-    return [r for r in folders if not any(r != o and r.startswith(o.rstrip('/') + '/') for o in folders)]
-python_roots = outermost(sys.path)
-system_roots = [r for r in outermost(['/usr', '/opt']) if r not in python_roots]
-found, walked, python_done = [], 0, False
-for root in python_roots + system_roots:
-    if root in system_roots:
-        python_done = True
-    for folder, _, names in os.walk(root):
-        if root in system_roots and time.monotonic() - started > 5:
-            break
-        walked += len(names)
-        for name in names:
-            path = os.path.join(folder, name)
-            if (folder.endswith('/grading/reference') and name.endswith('.json')) or path.endswith(
-                    ('/grading/attention_checks.py', '/grading/question_checks.py', '/solutions/03_self_attention.ipynb')):
-                found.append(path)
-python_done = python_done or not system_roots
-for module in ('minitransformer.grading.question_checks', 'minitransformer.grading.attention_checks'):
-    if importlib.util.find_spec(module) is not None:
-        found.append(module)
-print(f'SEEKER-WALKED {walked} files under {len(python_roots)} + {len(system_roots)} folders in '
-      f'{time.monotonic() - started:.1f} s, all of sys.path: {python_done}')
-print('SEEKER-FOUND' if found else 'SEEKER-NOTHING', found[:5])
-"""))
+    _put(root, "seeker", _add(_blank(), "import math", SEEKER))
 
     # 4: links in the submissions folder; a FIFO would hang a reader that opens it.
     (root / "submitted" / "linker" / "03_self_attention").mkdir(parents=True)
@@ -132,7 +136,7 @@ print('SEEKER-FOUND' if found else 'SEEKER-NOTHING', found[:5])
     # 5 and 6: stop reading the grader's answers while it writes to you; die half-way; odd metadata; fill the disk.
     _put(root, "silent", _add(_solution(), "def my_padding_mask", """
 import os
-from minitransformer.grading import _runner
+from minitransformer_grader import runner as _runner
 payload = _runner.save_plain({'args': [], 'kwargs': {}})
 for _ in range(20000):  # each answer the grader writes back fills the pipe this cell never reads
     _runner._LINK.emit({'event': 'serve', 'target': 'x'}, payload)
@@ -234,7 +238,7 @@ for child in children:
     # a stopped runner, and the grader's descriptors.
     _put(root, "pickler", _replace_def(_blank(), "def my_attention", f"""
 import os, pickle, torch
-from minitransformer.grading import _runner
+from minitransformer_grader import runner as _runner
 class Boom:
     def __reduce__(self):
         return (os.system, ('touch {root / MARKER}',))
@@ -249,14 +253,14 @@ def my_attention(query, key, value, mask=None):
 """))
     _put(root, "expander-raw", _replace_def(_blank(), "def my_attention", """
 import torch
-from minitransformer.grading import _runner
+from minitransformer_grader import runner as _runner
 def my_attention(query, key, value, mask=None):
     _runner._LINK.emit({'op': 'result'}, _runner.save_plain({'value': torch.zeros(1).expand(1 << 33), 'after': []}))
     import time; time.sleep(60)
 """))
     _put(root, "claimer", _add(_solution(), "def my_padding_mask", """
 import os, struct
-from minitransformer.grading import _runner
+from minitransformer_grader import runner as _runner
 os.write(_runner._LINK.fd_out, struct.pack('<II', 2, (4 << 30) - 1) + b'{}')
 """))
     _put(root, "stopper", _add(_solution(), "def my_padding_mask", "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)"))
@@ -328,6 +332,18 @@ def test_3_nothing_secret_is_visible_with_this_install(escapes):
     assert int(walked.split()[1]) > 1000, walked  # it did search: torch alone is thousands of files
     assert walked.endswith("all of sys.path: True"), walked  # every folder an install could use
     assert row["score"] == 0
+
+
+def test_3_the_seeker_finds_what_it_looks_for_outside_the_sandbox():
+    """The control of item 3: run from the checkout without a sandbox, the same search finds every secret."""
+    run = subprocess.run([sys.executable, "-c", SEEKER.replace("found[:5]", "found")], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    out = run.stdout
+    assert "SEEKER-FOUND" in out, (out[-2000:], run.stderr[-2000:])
+    for item in ("minitransformer.checks.questions", "minitransformer.checks.lesson03", "/checks/lesson03.py",
+                 "/checks/questions.py", "/minitransformer_grader/reference/03_self_attention.json",
+                 "/solutions/03_self_attention.ipynb"):
+        assert item in out, (item, out[-2000:])
 
 
 def test_4_links_fifos_and_hard_links_are_refused_and_named_by_the_layout(escapes):
@@ -414,7 +430,7 @@ def test_extra_attacks_through_the_channel_end_only_their_own_row(escapes):
 def test_the_served_piece_takes_only_small_plain_arguments():
     import torch
 
-    from minitransformer.grading._remote import SERVED, _target_mask_arguments
+    from minitransformer_grader.remote import SERVED, _target_mask_arguments
 
     assert set(SERVED) == {"minitransformer.masks:make_target_mask"}
     args, _ = _target_mask_arguments({"args": [torch.ones(2, 5, dtype=torch.long)], "kwargs": {"pad_id": 0}})
@@ -429,8 +445,8 @@ def test_the_served_piece_takes_only_small_plain_arguments():
 
 
 def test_every_check_serves_only_pieces_of_the_fixed_table():
-    from minitransformer.grading._remote import SERVED
-    from minitransformer.grading.checks import check_functions
+    from minitransformer_grader.remote import SERVED
+    from minitransformer_grader.remote import check_functions
 
     listed = {s for check in check_functions().values() for s in getattr(check, "__serve__", ())}
     assert listed and listed <= set(SERVED)

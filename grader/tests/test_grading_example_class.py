@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from minitransformer.grading.generate import EXAMPLE_CLASS, make_exercises
+from minitransformer_grader.generate import EXAMPLE_CLASS, make_exercises
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CLASS = ROOT / "examples" / "class"
 
 
@@ -21,7 +21,7 @@ def test_the_example_submissions_are_what_make_exercises_generates(tmp_path):
     stale = make_exercises(ROOT / "solutions", tmp_path / "exercises", tmp_path / "reference",
                            example=CLASS / "submitted", check=True)
     stale = [s for s in stale if s.startswith(str(CLASS))]
-    assert stale == [], "run `python -m minitransformer.grading make-exercises`: " + ", ".join(stale)
+    assert stale == [], "run `python -m minitransformer_grader make-exercises`: " + ", ".join(stale)
     students = sorted(p.name for p in (CLASS / "submitted").iterdir())
     assert students == sorted(EXAMPLE_CLASS) == ["blank", "partly-done", "worked-solution"]
 

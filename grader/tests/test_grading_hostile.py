@@ -21,9 +21,10 @@ from typing import Any
 import nbformat
 import pytest
 
-from minitransformer.grading import load_references
+import minitransformer_grader
+from minitransformer_grader import load_references
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXERCISE = "03_self_attention"
 FULL = sum(task["points"] for task in load_references()[EXERCISE]["tasks"])  # 7: tasks 1-4 earn 3, 1, 1 and 2
 SECRET = "s3cr3t-" + "9f2c41d7"  # in the grader's environment only
@@ -48,9 +49,19 @@ def _put(root: Path, student: str, nb: nbformat.NotebookNode) -> Path:
     return path
 
 
+def _package_folders() -> list[Path]:
+    """The checkout's package and grader, and the installed ones (the same folders with an editable install)."""
+    import importlib.util
+
+    installed = Path(next(iter(importlib.util.find_spec("minitransformer").submodule_search_locations)))
+    folders = [ROOT / "minitransformer", ROOT / "grader" / "minitransformer_grader", installed,
+               Path(minitransformer_grader.__file__).parent]
+    return sorted({f.resolve() for f in folders})
+
+
 def _package_digest() -> str:
     h = hashlib.sha256()
-    for p in sorted((ROOT / "minitransformer").rglob("*")):
+    for p in sorted(p for folder in _package_folders() for p in folder.rglob("*")):
         if p.is_file() and "__pycache__" not in p.parts:
             h.update(str(p).encode() + p.read_bytes())
     return h.hexdigest()
@@ -151,7 +162,7 @@ for o in gc.get_objects():
     if isinstance(o, dict):
         for name in [n for n in list(o) if isinstance(n, str) and n.startswith('check_')]:
             o[name] = tick
-runner = sys.modules.get('minitransformer.grading._runner') or sys.modules.get('__main__')
+runner = sys.modules.get('minitransformer_grader.runner') or sys.modules.get('__main__')
 link = getattr(runner, '_LINK', None)
 if link is not None:
     for cell in range(60):
@@ -160,32 +171,34 @@ if link is not None:
 os._exit(0)
 """)
     _add(attacker, "import math", f"""
-import pathlib, minitransformer
-for folder in [pathlib.Path(minitransformer.__file__).parent, pathlib.Path({str(ROOT / 'minitransformer')!r})]:
+import pathlib, minitransformer, minitransformer_grader
+for folder in [pathlib.Path(minitransformer.__file__).parent, pathlib.Path(minitransformer_grader.__file__).parent,
+               *map(pathlib.Path, {[str(f) for f in _package_folders()]!r})]:
     for p in list(folder.rglob('*.py'))[:50] + list(folder.rglob('*.json'))[:50]:
         try:
             p.chmod(0o644); p.write_text('raise SystemExit'); print('REWROTE', p)
         except OSError:
             pass
 """)
-    reference = ROOT / "minitransformer" / "grading" / "reference" / f"{EXERCISE}.json"
+    references = [str(folder / "reference" / f"{EXERCISE}.json") for folder in _package_folders()]
     _put(root, "attacker", _add(attacker, "import math", f"""
 import importlib, json, pathlib
 found = []
-for p in [{str(reference)!r}, {str(ROOT / 'solutions' / (EXERCISE + '.ipynb'))!r}, {str(victim)!r},
+for p in [*{references!r}, {str(ROOT / 'solutions' / (EXERCISE + '.ipynb'))!r}, {str(victim)!r},
           {str(ROOT / 'README.md')!r}]:
     try:
         pathlib.Path(p).read_bytes(); found.append(p)
     except OSError:
         pass
-for module in ['minitransformer.grading.question_checks', 'minitransformer.grading.attention_checks',
-               'minitransformer.grading._common']:
+for module in ['minitransformer.checks.questions', 'minitransformer.checks.lesson03',
+               'minitransformer.checks._common']:
     try:
         importlib.import_module(module); found.append(module)
     except ImportError:
         pass
-import minitransformer.grading as g
+import minitransformer.checks as c, minitransformer_grader as g
 found += [p.name for p in pathlib.Path(g.__file__).parent.iterdir() if p.suffix == '.json' or p.name == 'reference']
+found += [p.name for p in pathlib.Path(c.__file__).parent.iterdir() if p.suffix == '.py' and p.name != '__init__.py']
 print('FOUND' if found else 'NOTHING-FOUND', found)
 try:
     nb = json.loads(pathlib.Path({str(ROOT / 'solutions' / (EXERCISE + '.ipynb'))!r}).read_text())
@@ -204,7 +217,7 @@ torch.allclose = lambda *a, **k: True
 torch.equal = lambda *a, **k: True
 torch.Tensor.__eq__ = lambda self, other: torch.ones((), dtype=torch.bool)
 torch.isclose = lambda a, b, **k: torch.ones_like(a, dtype=torch.bool)
-for module in ['minitransformer.grading._common', 'minitransformer.grading']:
+for module in ['minitransformer.checks._common', 'minitransformer.checks']:
     try:
         m = __import__(module, fromlist=['x'])
         m._compare = lambda *a, **k: None
@@ -237,7 +250,7 @@ def hostile(tmp_path_factory) -> dict[str, Any]:
     before = _package_digest()
     out = root / "out"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "GRADER_SECRET": SECRET}
-    command = [sys.executable, "-m", "minitransformer.grading", "grade", str(root / "submitted"), "--jobs", "2",
+    command = [sys.executable, "-m", "minitransformer_grader", "grade", str(root / "submitted"), "--jobs", "2",
                "--timeout", "8", "--notebook-timeout", "90", "--out", str(out), "--quiet"]
     start = time.monotonic()
     run = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=600)
@@ -334,7 +347,7 @@ def test_a_grader_killed_half_way_keeps_the_grades_and_leaves_nothing_running(tm
     _put(tmp_path, "b-sleeper", _add(_read("solutions"), "import math",
                                      f"import subprocess\nsubprocess.run(['sleep', {KILLED_TAG!r}])"))
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "minitransformer.grading", "grade", str(tmp_path / "submitted"), "--out", str(out),
+    command = [sys.executable, "-m", "minitransformer_grader", "grade", str(tmp_path / "submitted"), "--out", str(out),
                "--quiet", "--timeout", "300"]
     grader = subprocess.Popen(command, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)

@@ -1,4 +1,4 @@
-"""The per-submission limits of :mod:`minitransformer.grading._limits`, each mechanism tested on its own.
+"""The per-submission limits of :mod:`minitransformer_grader.limits`, each mechanism tested on its own.
 
 The escapes suite grades a memory hog with whatever mechanism this machine allows (a cgroup here, maybe the
 watchdog elsewhere); these tests force the watchdog, so that the fallback is proven on every machine.
@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from minitransformer.grading import _limits
+from minitransformer_grader import limits as _limits
 
 # A parent that starts ``n`` children of ``mb`` MiB each; every child holds its memory until stdin closes.
 _TREE = """

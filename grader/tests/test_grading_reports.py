@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-import minitransformer.grading.classroom as classroom
-from minitransformer.grading.notebooks import Report, TaskResult
+import minitransformer_grader.classroom as classroom
+from minitransformer_grader.notebooks import Report, TaskResult
 
-ROOT = Path(__file__).resolve().parents[1]
-EXERCISES = sorted(p.stem for p in (ROOT / "minitransformer/grading/reference").glob("*.json"))
+ROOT = Path(__file__).resolve().parents[2]
+EXERCISES = sorted(p.stem for p in (ROOT / "grader/minitransformer_grader/reference").glob("*.json"))
 
 
 @pytest.fixture()
@@ -104,7 +104,7 @@ def test_the_summary_columns_line_up(submissions, tmp_path, capsys, monkeypatch)
         return reports
 
     monkeypatch.setattr(classroom, "grade_all", fake)
-    monkeypatch.setattr("minitransformer.grading._sandbox.sandbox_available", lambda: (True, ""))
+    monkeypatch.setattr("minitransformer_grader.sandbox.sandbox_available", lambda: (True, ""))
     assert classroom.main([str(submissions), "--out", str(tmp_path / "out"), "--quiet"]) == 0
     lines = capsys.readouterr().out.splitlines()
     table = lines[lines.index(next(ln for ln in lines if ln.startswith("submission"))):][:3]
@@ -115,7 +115,7 @@ def test_the_summary_columns_line_up(submissions, tmp_path, capsys, monkeypatch)
 
 
 def test_without_bubblewrap_grading_refuses_and_says_how_to_install_it(submissions, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("minitransformer.grading._sandbox.sandbox_available",
+    monkeypatch.setattr("minitransformer_grader.sandbox.sandbox_available",
                         lambda: (False, "bubblewrap (bwrap) is not installed"))
     assert classroom.main([str(submissions), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err

@@ -1,72 +1,36 @@
-"""Every check function of the exercises, by name: the table the grader runs check cells with.
+"""The checks of the exercises: the feedback an exercise notebook prints under each task.
 
-One module per lesson's checks (``attention_checks.py``...) defines them; this module gathers them, so
-that ``minitransformer.grading`` re-exports them for the exercise notebooks and the grader
-(:mod:`._submission`, :mod:`.notebooks`) finds the genuine ones without importing the package's
-``__init__`` (which imports the grader: that was an import circle).
+Every task of an exercise notebook (``exercises/``) ends with a check cell such as
+``check_scaled_dot_product_attention(my_attention, task=2)``. The check runs your code on random
+inputs and edge cases, compares it with the package's own implementation, and either prints
+``✓ Task 2 passed: ...`` or raises an ``AssertionError`` that says what was expected, what your
+code gave and, for the usual mistakes, what probably went wrong.
+
+One module per exercise (``lesson00`` ... ``lesson10``), the conceptual questions of every exercise
+(:mod:`.questions`) and the helpers they share (``_common``). The checks draw their inputs from
+their own seeded generator and leave the global random state untouched, so calling one does not
+change what the rest of a notebook computes. The instructor's grader (the ``minitransformer-grader``
+distribution, ``grader/`` in the repository) runs these same functions on submitted notebooks.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from .attention_checks import (
-    check_causal_mask,
-    check_logsumexp,
-    check_padding_mask,
-    check_positional_encoding,
-    check_scaled_dot_product_attention,
-    check_stable_softmax,
-)
-
-# The checks of the tasks added lesson by lesson (00, 01, 08, and the new tasks of 02, 04, 06, 07).
-from .bpe_checks import check_bpe_merges
-from .decoder_checks import check_decoder_layer, check_shifted_target
-from .decoding_checks import (
-    check_greedy_decode,
-    check_label_smoothing_target,
-    check_target_mask,
-)
-from .embedding_checks import (
-    check_one_hot_embedding,
-    check_scaled_embedding,
-    check_skipgram_gradients,
-    check_tied_output,
-)
-from .head_checks import check_split_and_merge_heads
-from .intro_checks import (
-    check_additive_scores,
-    check_alignment_and_context,
-    check_layers_to_connect,
-)
-from .layer_checks import (
-    check_encoder_layer,
-    check_feed_forward,
-    check_layer_norm,
-    check_multi_head_attention,
-)
-from .position_checks import check_offset_rotation
-from .question_checks import check_answer
-from .recipe_checks import (
-    check_ablation_prediction,
-    check_constant_schedule,
-    check_learned_positions,
-    check_no_warmup_schedule,
-)
-from .training_checks import check_token_batches, check_warmup_schedule
-from .translation_checks import (
-    check_beam_search,
-    check_beam_step,
-    check_checkpoint_average,
-    check_corpus_bleu,
-    check_normalised_scores,
-)
-from .variant_checks import (
-    check_decoder_only_logits,
-    check_family_choice,
-    check_masked_mean,
-    check_next_token_probabilities,
-)
+from .lesson00 import check_additive_scores, check_alignment_and_context, check_layers_to_connect
+from .lesson01 import (check_bpe_merges, check_one_hot_embedding, check_scaled_embedding, check_skipgram_gradients,
+                       check_tied_output)
+from .lesson02 import check_offset_rotation, check_positional_encoding
+from .lesson03 import check_logsumexp, check_padding_mask, check_scaled_dot_product_attention, check_stable_softmax
+from .lesson04 import check_multi_head_attention, check_split_and_merge_heads
+from .lesson05 import check_encoder_layer, check_feed_forward, check_layer_norm
+from .lesson06 import (check_causal_mask, check_decoder_layer, check_greedy_decode, check_shifted_target,
+                       check_target_mask)
+from .lesson07 import check_label_smoothing_target, check_token_batches, check_warmup_schedule
+from .lesson08 import (check_beam_search, check_beam_step, check_checkpoint_average, check_corpus_bleu,
+                       check_normalised_scores)
+from .lesson09 import check_decoder_only_logits, check_family_choice, check_masked_mean, check_next_token_probabilities
+from .lesson10 import (check_ablation_prediction, check_constant_schedule, check_learned_positions,
+                       check_no_warmup_schedule)
+from .questions import check_answer
 
 __all__ = [
     "check_ablation_prediction",
@@ -111,8 +75,3 @@ __all__ = [
     "check_token_batches",
     "check_warmup_schedule",
 ]
-
-
-def check_functions() -> dict[str, Any]:
-    """The genuine check functions, from the grader's own package: ``{"check_...": function}``."""
-    return {name: globals()[name] for name in __all__}

@@ -23,6 +23,9 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 import torch
 from torch import Tensor, nn
 
+from ..config import TransformerConfig
+from ..model import Transformer
+
 _SEED = 20170612  # the day "Attention Is All You Need" appeared on arXiv
 _Check = TypeVar("_Check", bound=Callable[..., None])
 
@@ -39,8 +42,8 @@ class _ReferenceUsed(BaseException):
 # called from inside the learner's code, and behave as usual when the check itself calls them.
 _LEARNER_DEPTH = 0
 _USED: list[str] = []
-# True while the grader runs a check in its own process (see _remote): the learner's code runs in the
-# sandbox, where the pieces to avoid are taken out of the package, so no sentinel is installed here.
+# True while the grader runs a check in its own process (minitransformer_grader.remote): the learner's code
+# runs in the sandbox, where the pieces to avoid are taken out of the package, so no sentinel is installed here.
 _REMOTE = False
 
 
@@ -140,7 +143,8 @@ def _isolated(check: _Check | None = None, *, avoid: Sequence[str] = (), serve: 
     ``serve`` names pieces that another task of the same exercise takes out of the grading sandbox
     but that the code this check hands to the learner needs (the package's model builds its target
     mask): while this check calls the learner's code, and only then, the grader computes them, from
-    its fixed table (``_remote.SERVED``: the exact callables and the checks of their arguments).
+    its fixed table (``minitransformer_grader.remote.SERVED``: the exact callables and the checks of
+    their arguments).
     """
     def decorate(check: _Check) -> _Check:
         @functools.wraps(check)
@@ -173,13 +177,13 @@ def _isolated(check: _Check | None = None, *, avoid: Sequence[str] = (), serve: 
     return decorate(check) if check is not None else decorate
 
 
-_GRADING_FOLDER = os.path.dirname(os.path.abspath(__file__))
+_CHECKS_FOLDER = os.path.dirname(os.path.abspath(__file__))
 
 
 def _in_the_checks(frame: types.FrameType) -> bool:
-    """Whether ``frame`` runs code of this package's grading folder (a check or one of its helpers)."""
+    """Whether ``frame`` runs code of the checks' folder (a check or one of its helpers)."""
     filename = os.path.abspath(frame.f_code.co_filename)
-    return os.path.dirname(filename) == _GRADING_FOLDER
+    return os.path.dirname(filename) == _CHECKS_FOLDER
 
 
 def _without_the_checks(tb: types.TracebackType | None) -> types.TracebackType | None:
@@ -201,9 +205,9 @@ def _show_without_the_checks(err: AssertionError) -> AssertionError:
     IPython hides the frames that set ``__tracebackhide__`` but always shows the last one, which for a
     failed check is the check's own source (its table of known mistakes, the ``raise``): noise above the
     message that explains the mistake. IPython formats an exception with a ``_render_traceback_``
-    method by calling it instead, so the failure gets one that leaves out every frame of the grading
-    package: what remains is the cell that called the check and, when the learner's code raised, that
-    error with the learner's frames. The exception stays a plain ``AssertionError`` (the grader and
+    method by calling it instead, so the failure gets one that leaves out every frame of the checks:
+    what remains is the cell that called the check and, when the learner's code raised, that error
+    with the learner's frames. The exception stays a plain ``AssertionError`` (the grader and
     ``pytest.raises`` see no difference), and a script run by Python prints the usual full traceback.
     """
     def render() -> list[str]:
@@ -395,3 +399,45 @@ def _linear_like(module: nn.Module, name: str, in_features: int, out_features: i
 def _first_output(out: Any) -> Any:
     """A module may return its output alone or ``(output, weights)`` like the package; take the output."""
     return out[0] if isinstance(out, (tuple, list)) and len(out) > 0 else out
+
+
+def _copy_linear(target: nn.Module, source: nn.Linear) -> None:
+    target.weight.copy_(source.weight)  # type: ignore[operator]
+    target.bias.copy_(source.bias)  # type: ignore[operator,union-attr]
+
+
+def _as_number(x: Any, text: str, wanted: str = "a number") -> float:
+    """A Python float from the learner's int, float or one-element tensor."""
+    __tracebackhide__ = True
+    if isinstance(x, Tensor) and x.numel() == 1:
+        return float(x.item())
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return float(x)
+    raise AssertionError(f"{text} returned {_describe(x)}; expected {wanted}")
+
+
+def _pair(result: Any, text: str, names: str) -> tuple[Any, Any]:
+    """The two elements of a returned pair, or an explained AssertionError."""
+    __tracebackhide__ = True
+    if isinstance(result, Tensor) or not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise AssertionError(f"{text} returned {_describe(result)}; expected a pair ({names})")
+    return result[0], result[1]
+
+
+@torch.no_grad()
+def _decoding_model(seed: int) -> Transformer:
+    """A small random model whose greedy outputs depend on the source (tokens 0-3 are pad, bos, eos, unk)."""
+    torch.manual_seed(seed)
+    # Xavier: the random draws (and so the check's cases) stay those the check was written with.
+    config = TransformerConfig.tiny(11, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
+                                    dropout=0.0, tie_embeddings=False, embedding_init="xavier")
+    model = Transformer(config).eval()
+    for p in model.parameters():
+        if p.dim() > 1:
+            p.normal_(0.0, 0.5)
+    # A trained model never predicts padding or the start token; this one must not either.
+    model.generator = nn.Linear(config.d_model, config.tgt_vocab_size)
+    model.generator.weight.normal_(0.0, 0.5)
+    model.generator.bias.zero_()
+    model.generator.bias[[config.pad_id, 1]] = -1e4
+    return model

@@ -1,4 +1,4 @@
-"""Checks for exercises 00: additive attention in an RNN decoder, and the path length of convolutions (lesson 00)."""
+"""Checks for exercise 00: additive attention, alignment and context, layers to connect (lesson 00)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from ._common import (_call, _call_text, _compare, _describe, _expect_shape, _expect_tensor, _isolated,
-                      _known_mistake, _name, _passed, _rand, _rng)
+from ._common import (_call, _call_text, _compare, _describe, _expect_shape, _expect_tensor, _isolated, _known_mistake,
+                      _name, _passed, _rand, _rng)
 
 __all__ = ["check_additive_scores", "check_alignment_and_context", "check_layers_to_connect"]
 

@@ -1,4 +1,4 @@
-"""Checks for the exercises of lessons 02, 03 and 06: positional encoding, attention, log-sum-exp, masks."""
+"""Checks for exercise 03: scaled dot-product attention, the padding mask, log-sum-exp, a stable softmax (lesson 03)."""
 
 from __future__ import annotations
 
@@ -9,86 +9,11 @@ import torch
 from torch import Tensor
 
 from ..attention import scaled_dot_product_attention
-from ..embeddings import sinusoidal_positional_encoding
 from ..masks import make_causal_mask, make_padding_mask
 from ._common import (_call, _call_text, _close, _compare, _describe, _expect_bool, _expect_shape, _expect_tensor,
                       _isolated, _known_mistake, _name, _passed, _rand, _rng, _shape)
 
-__all__ = ["check_causal_mask", "check_logsumexp", "check_padding_mask", "check_positional_encoding",
-           "check_scaled_dot_product_attention", "check_stable_softmax"]
-
-
-def _pe_variant(max_len: int, d_model: int, *, pair_exponent: bool = True, per_column: bool = False,
-                swap: bool = False, halves: bool = False, multiply: bool = False, start: int = 0) -> Tensor:
-    """A positional-encoding table built with one of the usual mistakes."""
-    pos = torch.arange(start, start + max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
-    i = torch.arange(d_model // 2, dtype=torch.float64)  # pair index
-    exponent = (2 * i if pair_exponent else i) / d_model
-    freq = 10000.0 ** exponent if multiply else 10000.0 ** -exponent  # (d_model/2,)
-    angle = pos * freq  # (max_len, d_model/2)
-    first, second = (torch.cos, torch.sin) if swap else (torch.sin, torch.cos)
-    if halves:
-        return torch.cat([first(angle), second(angle)], dim=1).float()
-    pe = torch.empty(max_len, d_model, dtype=torch.float64)
-    pe[:, 0::2] = first(angle)
-    odd_angle = pos * 10000.0 ** (-(2 * i + 1) / d_model) if per_column else angle
-    pe[:, 1::2] = second(odd_angle)
-    return pe.float()
-
-
-@_isolated(avoid=("minitransformer.embeddings:sinusoidal_positional_encoding", "minitransformer.embeddings:PositionalEncoding"))
-def check_positional_encoding(fn: Callable[[int, int], Tensor], *, task: int | str | None = None,
-                              sizes: Sequence[tuple[int, int]] = ((1, 2), (6, 4), (50, 16), (20, 64))) -> None:
-    """Check a sinusoidal positional-encoding table against :func:`sinusoidal_positional_encoding`.
-
-    ``fn(max_len, d_model)`` must return the (max_len, d_model) table of section 3.5 (lesson 02):
-    PE(pos, 2i) = sin(pos / 10000^(2i / d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i / d_model)).
-
-    Args:
-        fn: the learner's function.
-        task: task number printed on success.
-        sizes: the (max_len, d_model) tables compared.
-
-    Raises:
-        AssertionError: what differs, and the likely mistake.
-    """
-    __tracebackhide__ = True
-    for max_len, d_model in sizes:
-        text = f"{_name(fn)}({max_len}, {d_model})"
-        pe = _expect_tensor(_call(fn, max_len, d_model, text=text), text, f"of shape ({max_len}, {d_model})")
-        _expect_shape(pe, (max_len, d_model), text, "table", {
-            (d_model, max_len): "Rows are positions and columns are features: did you transpose the table?",
-            (1, max_len, d_model): "Return the table itself, without a batch axis.",
-        })
-        if not pe.is_floating_point():
-            raise AssertionError(f"{text} returned a {pe.dtype} table; expected floating-point numbers (float32)")
-        expected = sinusoidal_positional_encoding(max_len, d_model)
-        mistakes = [
-            ("Even columns (0, 2, 4, ...) hold the sines and odd columns the cosines: you swapped sin and cos.",
-             lambda: _pe_variant(max_len, d_model, swap=True)),
-            ("Interleave them: sine in the even columns, cosine in the odd ones, not all sines first and then "
-             "all cosines.", lambda: _pe_variant(max_len, d_model, halves=True)),
-            ("Columns 2i and 2i+1 share one frequency 1/10000^(2i/d_model); yours uses 10000^(i/d_model) "
-             "with i the pair index: the exponent needs the factor 2.",
-             lambda: _pe_variant(max_len, d_model, pair_exponent=False)),
-            ("The cosine in column 2i+1 uses the same exponent 2i/d_model as the sine in column 2i, "
-             "not (2i+1)/d_model.", lambda: _pe_variant(max_len, d_model, per_column=True)),
-            ("Divide the position by 10000^(2i/d_model) (the wavelengths grow along the columns); "
-             "you multiplied.", lambda: _pe_variant(max_len, d_model, multiply=True)),
-            ("Positions count from 0: row 0 is position 0, where every sine is 0 and every cosine is 1.",
-             lambda: _pe_variant(max_len, d_model, start=1)),
-        ]
-
-        def row_zero(pe: Tensor = pe, d_model: int = d_model) -> str | None:
-            want = torch.tensor([0.0, 1.0] * (d_model // 2))
-            if not torch.allclose(pe[0].double(), want.double(), atol=1e-4):
-                shown = ", ".join(f"{v:.2f}" for v in pe[0, :6].tolist())
-                return (f"Row 0 (position 0) should be [0, 1, 0, 1, ...] since sin(0) = 0 and cos(0) = 1; "
-                        f"yours starts [{shown}{', ...' if d_model > 6 else ''}].")
-            return None
-
-        _compare(pe, expected, text, "table", mistakes, atol=1e-4, rtol=1e-4, fallback=row_zero)
-    _passed(task, f"sinusoidal positional encoding, {len(sizes)} table sizes: " + ", ".join(map(str, sizes)))
+__all__ = ["check_logsumexp", "check_padding_mask", "check_scaled_dot_product_attention", "check_stable_softmax"]
 
 
 def _attention_by_hand(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, *,
@@ -248,50 +173,6 @@ def check_padding_mask(fn: Callable[[Tensor, int], Tensor], *, task: int | str |
                 hint = f"expected {expected[:, 0, 0].int().tolist()} (1 = real token), got {mask[:, 0, 0].int().tolist()}."
             raise AssertionError(f"{text} gave the wrong mask. {hint}")
     _passed(task, "padding mask, 3 batches (pad id 0 and 1, a sentence without padding, length 1)")
-
-
-@_isolated(avoid=("minitransformer.masks:make_causal_mask", "minitransformer.masks:make_target_mask"))
-def check_causal_mask(fn: Callable[[int], Tensor], *, task: int | str | None = None) -> None:
-    """Check ``fn(size)`` against :func:`make_causal_mask`: bool (1, 1, T, T), lower triangle and diagonal True.
-
-    Args:
-        fn: the learner's function.
-        task: task number printed on success.
-
-    Raises:
-        AssertionError: what differs, and the likely mistake.
-    """
-    __tracebackhide__ = True
-    for size in (3, 1, 6):
-        text = f"{_name(fn)}({size})"
-        mask = _expect_tensor(_call(fn, size, text=text), text, "(the mask)")
-        _expect_bool(mask, text)
-        _expect_shape(mask, (1, 1, size, size), text, "mask", {
-            (size, size): "Add two leading axes, (T, T) -> (1, 1, T, T), so it broadcasts over the batch and the heads.",
-            (1, size, size): "Add one more leading axis: (1, 1, T, T) broadcasts over the batch and the heads.",
-        })
-        expected = make_causal_mask(size)
-        if not torch.equal(mask, expected):
-            square = torch.ones(size, size, dtype=torch.bool)
-            if torch.equal(mask[0, 0], square.triu()):
-                hint = ("Row t is query t and column s is key s: query t may see keys 0..t, the lower triangle "
-                        "(tril). Yours lets every position see the future and not the past.")
-            elif torch.equal(mask[0, 0], square.tril(-1)):
-                hint = "A position may attend to itself: keep the diagonal (tril(), not tril(-1))."
-            elif torch.equal(mask[0, 0], square.tril(1)):
-                hint = ("tril(1) keeps one diagonal above the main one: position t would see position t + 1, the "
-                        "token it must predict. Use tril() (diagonal 0): query t sees keys 0..t.")
-            elif torch.equal(mask[0, 0], ~square.tril()):
-                hint = "True means 'may attend': your mask allows exactly the future positions (it is inverted)."
-            else:
-                row, col = (int(i) for i in (mask[0, 0] != expected[0, 0]).nonzero()[0])
-                hint = (f"Row {row} of your causal mask lets position {row} see position {col}, which is in its future."
-                        if col > row else f"Row {row} of your causal mask hides position {col} from position {row}, "
-                        "which may see itself and every earlier position.")
-                hint += f" Expected\n{expected[0, 0].int()}\ngot\n{mask[0, 0].int()}"
-            raise AssertionError(f"{text} gave the wrong mask. {hint}")
-    _passed(task, "causal mask, sizes 1, 3 and 6")
-
 
 
 # --- The softmax that does not overflow (lesson 03, "A softmax that does not overflow") --------------------------
@@ -526,47 +407,4 @@ def check_stable_softmax(fn: Callable[[Tensor, int], Tensor], *, task: int | str
     _passed(task, f"softmax as exp(x - LSE(x)) equal to torch.softmax on {len(cases)} cases (scores near 1000, "
                   "rows of different sizes, dim 0, 1 and -1, masked scores)")
 
-def _register_questions() -> None:
-    """The conceptual question of exercise 03 (added to question_checks.QUESTIONS)."""
-    from .question_checks import QUESTIONS, _Question
 
-    QUESTIONS.setdefault("02-pe-properties", _Question(
-        title="properties of the sinusoidal encoding",
-        correct=frozenset("ABD"),
-        why=("each position up to max_len gets its own vector (A), every entry is a sine or cosine in [-1, 1] (B), "
-             "and a fixed offset k is the same linear map M_k for every position (D); nothing is learned (C) and "
-             "the formula gives a vector for any position, seen in training or not (E)"),
-        wrong={
-            frozenset("ABCD"): "C: the table is a formula of the position and the feature index; the paper "
-                               "compares it with learned positions (Table 3, row E), but this one has no parameter.",
-            frozenset("ABDE"): "E: the formula works for any position, so a longer sentence still gets vectors "
-                               "(whether the model handles them well is another matter).",
-            frozenset("AB"): "D as well: task 2 built the matrix M_k, and PE[p + k] = PE[p] @ M_k for every p.",
-            frozenset("BD"): "A as well: the sines and cosines of many wavelengths together differ for every "
-                             "position up to max_len (the lesson's table shows no two equal rows).",
-        },
-        hint="Go through the five statements one by one with the formula and your task 2 in mind.",
-    ))
-    QUESTIONS.setdefault("03-nan-rows", _Question(
-        title="which masks make my_attention return a row of NaN",
-        correct=frozenset("BC"),
-        why=("a row is NaN exactly when its query may attend to no key: masking the padding queries' rows (B) "
-             "and a sentence made only of padding (C); a padding mask (B, 1, 1, S) on sentences with at least "
-             "one real token leaves every query a key (A), and the package's attention returns zeros (D)"),
-        wrong={
-            frozenset("ABC"): "A: every sentence keeps at least one real key, and a padding mask (B, 1, 1, S) hides "
-                              "keys, never a whole row, so each query still has a key to attend to.",
-            frozenset("B"): "C as well: when every token of a sentence is padding, each of its queries has only "
-                            "-inf scores.",
-            frozenset("C"): "B as well: (tokens != pad_id)[:, None, :, None] hides whole ROWS, those of the "
-                            "padding queries, so their scores are all -inf.",
-            frozenset("BCD"): "D: the package's scaled_dot_product_attention sets the weights of masked keys to 0 "
-                              "after the softmax, so a row with no visible key becomes zeros, not NaN.",
-            frozenset("A"): "A padding mask (B, 1, 1, S) hides keys; every sentence here has a real key, so no row "
-                            "is empty. Look for masks that leave a query no key at all.",
-        },
-        hint="A row of weights is NaN when its query may attend to no key at all (all scores -inf, softmax 0/0).",
-    ))
-
-
-_register_questions()

@@ -1,21 +1,22 @@
-"""Checks for exercises 03: target mask, label smoothing, greedy decoding (lessons 06 and 07)."""
+"""Checks for exercise 06: causal and target masks, the shifted target, decoder layer, greedy decoding (lesson 06)."""
 
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..config import TransformerConfig
+from ..data.batching import collate_pairs
 from ..decoding import greedy_decode
+from ..layers import DecoderLayer
 from ..masks import make_causal_mask, make_padding_mask, make_target_mask
 from ..model import Transformer
-from ._common import (_call, _close, _compare, _expect_bool, _expect_shape, _expect_tensor, _isolated, _name, _passed,
-                      _rand, _rng, _shape)
+from ._common import (_build, _call, _compare, _decoding_model, _expect_bool, _expect_shape, _expect_tensor,
+                      _fill_parameters, _first_output, _isolated, _name, _pair, _passed, _rand, _rng, _shape)
 
-__all__ = ["check_greedy_decode", "check_label_smoothing_target", "check_target_mask"]
+__all__ = ["check_causal_mask", "check_decoder_layer", "check_greedy_decode", "check_shifted_target",
+           "check_target_mask"]
 
 
 @_isolated(avoid=("minitransformer.masks:make_target_mask",))
@@ -64,81 +65,6 @@ def check_target_mask(fn: Callable[[Tensor, int], Tensor], *, task: int | str | 
     _passed(task, "target mask, 3 batches (pad id 0 and 4, length 1)")
 
 
-def _smoothed_targets_reference(target: Tensor, vocab_size: int, epsilon: float, pad_id: int) -> Tensor:
-    """q(gold) = 1 - eps, q(pad) = 0, eps / (V - 2) elsewhere; all zeros where the target is padding."""
-    q = torch.full((*target.shape, vocab_size), epsilon / (vocab_size - 2))
-    q[..., pad_id] = 0.0
-    q.scatter_(-1, target[..., None], 1.0 - epsilon)
-    return q.masked_fill((target == pad_id)[..., None], 0.0)  # (B, T, V)
-
-
-@_isolated(avoid=("minitransformer.training.loss:label_smoothed_nll", "minitransformer.training.loss:LabelSmoothingLoss"))
-def check_label_smoothing_target(fn: Callable[[Tensor, int, float, int], Tensor], *,
-                                 task: int | str | None = None) -> None:
-    """Check ``fn(target, vocab_size, epsilon, pad_id) -> q`` (B, T, V), the label-smoothed targets of section 5.4.
-
-    q(gold) = 1 - eps, q(pad) = 0, every other token eps / (V - 2), and a row of zeros where the
-    target itself is padding. The cross-entropy with these targets must equal
-    :func:`minitransformer.training.label_smoothed_nll`, which is checked too.
-
-    Args:
-        fn: the learner's function.
-        task: task number printed on success.
-
-    Raises:
-        AssertionError: what differs, and the likely mistake.
-    """
-    __tracebackhide__ = True
-    from ..training.loss import label_smoothed_nll
-
-    g = _rng()
-    cases = [
-        (torch.tensor([[4, 5, 2, 0, 0], [5, 6, 6, 4, 2]]), 7, 0.1, 0),
-        (torch.tensor([[2, 0, 4], [1, 1, 1]]), 5, 0.2, 1),
-        (torch.tensor([[5, 4]]), 6, 0.0, 0),
-    ]
-    for target, vocab, eps, pad_id in cases:
-        text = f"{_name(fn)}(target {_shape(target)}, vocab_size={vocab}, epsilon={eps}, pad_id={pad_id})"
-        q = _expect_tensor(_call(fn, target, vocab, eps, pad_id, text=text), text, "of shape (B, T, V)")
-        _expect_shape(q, (*target.shape, vocab), text, "q", {
-            (target.numel(), vocab): "Keep the (B, T) axes: q is (B, T, V), one distribution per position.",
-        })
-        if not q.is_floating_point():
-            raise AssertionError(f"{text} returned a {q.dtype} tensor; probabilities are floating-point numbers")
-        expected = _smoothed_targets_reference(target, vocab, eps, pad_id)
-        real = target != pad_id
-        uniform = F.one_hot(target, vocab) * (1 - eps) + eps / vocab  # (B, T, V)
-        if eps > 0 and _close(q[real], uniform[real], 1e-5, 1e-4):
-            raise AssertionError(
-                f"{text}: that is F.cross_entropy's label_smoothing (eps spread over all V tokens, gold and pad "
-                "included). Here the gold token gets exactly 1 - eps, padding 0, and each of the other V - 2 "
-                "tokens eps / (V - 2)."
-            )
-        sums = q.sum(-1)
-        if not torch.allclose(sums[real], torch.ones_like(sums[real]), atol=1e-5):
-            b, t = (int(i) for i in real.nonzero()[((sums[real] - 1).abs() > 1e-5).nonzero()[0, 0]])
-            raise AssertionError(
-                f"{text}: the distribution of position ({b}, {t}) sums to {sums[b, t].item():.4f}, not 1. The gold "
-                "token gets 1 - eps, padding 0, and the eps left is shared by the V - 2 other tokens."
-            )
-        if (q[~real] != 0).any():
-            raise AssertionError(f"{text}: a position whose target is padding counts for nothing: its row of q "
-                                 "must be all zeros.")
-        if (q[..., pad_id] != 0).any():
-            raise AssertionError(f"{text}: padding is never a correct next token, so column pad_id={pad_id} of q "
-                                 "must be 0.")
-        _compare(q, expected, text, "q", [
-            ("The gold token gets exactly 1 - eps.", lambda: _smoothed_targets_reference(target, vocab, 0.0, pad_id)),
-        ])
-        logits = _rand(g, *target.shape, vocab)
-        ours = -(q * torch.log_softmax(logits, dim=-1)).sum()
-        assert torch.allclose(ours, label_smoothed_nll(logits, target, eps, pad_id)[0], atol=1e-4), (
-            f"{text}: the cross-entropy -sum q log p with your q differs from label_smoothed_nll"
-        )
-    _passed(task, "label-smoothed targets, 3 batches (eps 0.1, 0.2 and 0, pad id 0 and 1); "
-                  "their cross-entropy equals label_smoothed_nll")
-
-
 def _greedy_by_hand(model: Transformer, src: Tensor, max_len: int, bos_id: int, eos_id: int, *,
                     first_position: bool = False, pass_src_mask: bool = True, stop: bool = True,
                     pad_after_end: bool = True) -> Tensor:
@@ -158,25 +84,6 @@ def _greedy_by_hand(model: Transformer, src: Tensor, max_len: int, bos_id: int, 
         if stop and bool(finished.all()):
             break
     return ys
-
-
-@torch.no_grad()
-def _decoding_model(seed: int) -> Transformer:
-    """A small random model whose greedy outputs depend on the source (tokens 0-3 are pad, bos, eos, unk)."""
-    torch.manual_seed(seed)
-    # Xavier: the random draws (and so the check's cases) stay those the check was written with.
-    config = TransformerConfig.tiny(11, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
-                                    dropout=0.0, tie_embeddings=False, embedding_init="xavier")
-    model = Transformer(config).eval()
-    for p in model.parameters():
-        if p.dim() > 1:
-            p.normal_(0.0, 0.5)
-    # A trained model never predicts padding or the start token; this one must not either.
-    model.generator = nn.Linear(config.d_model, config.tgt_vocab_size)
-    model.generator.weight.normal_(0.0, 0.5)
-    model.generator.bias.zero_()
-    model.generator.bias[[config.pad_id, 1]] = -1e4
-    return model
 
 
 def _end_rows(out: Tensor, eos_id: int) -> list[int | None]:
@@ -253,3 +160,236 @@ def check_greedy_decode(fn: Callable[..., Tensor], *, task: int | str | None = N
                             raise AssertionError(f"{text}: {hint}")
                     raise AssertionError(f"{text}: expected\n{expected.tolist()}\ngot\n{out.tolist()}")
     _passed(task, f"greedy decoding, {n_cases} cases on {len(seeds)} small models (one sentence and a padded batch each)")
+
+
+@_isolated(avoid=("minitransformer.masks:make_causal_mask", "minitransformer.masks:make_target_mask"))
+def check_causal_mask(fn: Callable[[int], Tensor], *, task: int | str | None = None) -> None:
+    """Check ``fn(size)`` against :func:`make_causal_mask`: bool (1, 1, T, T), lower triangle and diagonal True.
+
+    Args:
+        fn: the learner's function.
+        task: task number printed on success.
+
+    Raises:
+        AssertionError: what differs, and the likely mistake.
+    """
+    __tracebackhide__ = True
+    for size in (3, 1, 6):
+        text = f"{_name(fn)}({size})"
+        mask = _expect_tensor(_call(fn, size, text=text), text, "(the mask)")
+        _expect_bool(mask, text)
+        _expect_shape(mask, (1, 1, size, size), text, "mask", {
+            (size, size): "Add two leading axes, (T, T) -> (1, 1, T, T), so it broadcasts over the batch and the heads.",
+            (1, size, size): "Add one more leading axis: (1, 1, T, T) broadcasts over the batch and the heads.",
+        })
+        expected = make_causal_mask(size)
+        if not torch.equal(mask, expected):
+            square = torch.ones(size, size, dtype=torch.bool)
+            if torch.equal(mask[0, 0], square.triu()):
+                hint = ("Row t is query t and column s is key s: query t may see keys 0..t, the lower triangle "
+                        "(tril). Yours lets every position see the future and not the past.")
+            elif torch.equal(mask[0, 0], square.tril(-1)):
+                hint = "A position may attend to itself: keep the diagonal (tril(), not tril(-1))."
+            elif torch.equal(mask[0, 0], square.tril(1)):
+                hint = ("tril(1) keeps one diagonal above the main one: position t would see position t + 1, the "
+                        "token it must predict. Use tril() (diagonal 0): query t sees keys 0..t.")
+            elif torch.equal(mask[0, 0], ~square.tril()):
+                hint = "True means 'may attend': your mask allows exactly the future positions (it is inverted)."
+            else:
+                row, col = (int(i) for i in (mask[0, 0] != expected[0, 0]).nonzero()[0])
+                hint = (f"Row {row} of your causal mask lets position {row} see position {col}, which is in its future."
+                        if col > row else f"Row {row} of your causal mask hides position {col} from position {row}, "
+                        "which may see itself and every earlier position.")
+                hint += f" Expected\n{expected[0, 0].int()}\ngot\n{mask[0, 0].int()}"
+            raise AssertionError(f"{text} gave the wrong mask. {hint}")
+    _passed(task, "causal mask, sizes 1, 3 and 6")
+
+
+@_isolated(avoid=("minitransformer.data.batching:collate_pairs",))
+def check_shifted_target(fn: Callable[[Tensor, int, int, int], tuple[Tensor, Tensor]], *,
+                         task: int | str | None = None) -> None:
+    """Check ``fn(y, pad_id, bos_id, eos_id) -> (tgt_in, tgt_out)``: the decoder's input and labels (lesson 06).
+
+    ``y`` (B, L) holds the target sentences without start or end token, padded with ``pad_id``.
+    ``tgt_in`` (B, L + 1) is ``bos`` followed by each sentence, ``tgt_out`` (B, L + 1) each
+    sentence followed by ``eos``, both padded: the same as :func:`collate_pairs`.
+
+    Args:
+        fn: the learner's function.
+        task: task number printed on success.
+
+    Raises:
+        AssertionError: what differs, and the likely mistake.
+    """
+    __tracebackhide__ = True
+    cases = [
+        ("a padded batch", [[7, 8, 9], [5, 6], [4]], 0, 1, 2),
+        ("no padding", [[4, 5, 6, 7], [9, 8, 7, 6]], 0, 1, 2),
+        ("other special ids", [[10, 11], [12, 13, 14, 15]], 3, 1, 0),
+        ("one word", [[6]], 0, 1, 2),
+    ]
+    for case, sentences, pad, bos, eos in cases:
+        longest = max(len(s) for s in sentences)
+        y = torch.tensor([s + [pad] * (longest - len(s)) for s in sentences])  # (B, L)
+        text = f"{_name(fn)}(y {_shape(y)}, pad_id={pad}, bos_id={bos}, eos_id={eos}) [{case}]"
+        original = y.clone()
+        tgt_in, tgt_out = _pair(_call(fn, y, pad, bos, eos, text=text), text, "tgt_in, tgt_out")
+        if not torch.equal(y, original):
+            raise AssertionError(f"{text} changed y in place: build new tensors")
+        tgt_in, tgt_out = _expect_tensor(tgt_in, text, "as tgt_in"), _expect_tensor(tgt_out, text, "as tgt_out")
+        batch = collate_pairs([([4], s + [eos]) for s in sentences], pad, bos, eos)
+        for name, got, expected in (("tgt_in", tgt_in, batch.tgt_in), ("tgt_out", tgt_out, batch.tgt_out)):
+            _expect_shape(got, expected.shape, text, name, {
+                (len(sentences), longest + 2): "Each of tgt_in and tgt_out adds ONE token to the sentence: bos in "
+                                              "front of tgt_in, eos at the end of tgt_out, so both are (B, L + 1).",
+                (len(sentences), longest): "Add one token: bos in front for tgt_in, eos after the words for tgt_out.",
+            })
+        if torch.equal(tgt_in, batch.tgt_out) and torch.equal(tgt_out, batch.tgt_in):
+            raise AssertionError(f"{text}: you swapped them: the decoder READS bos y_1 ... y_n (tgt_in) and must "
+                                 "PREDICT y_1 ... y_n eos (tgt_out).")
+        for name, got, expected in (("tgt_in", tgt_in, batch.tgt_in), ("tgt_out", tgt_out, batch.tgt_out)):
+            if torch.equal(got.long(), expected):
+                continue
+            row = next(b for b in range(len(sentences)) if not torch.equal(got[b].long(), expected[b]))
+            appended = torch.cat([y, torch.full((len(sentences), 1), eos)], dim=1)  # eos after the padding
+            hints = [
+                (name == "tgt_out" and torch.equal(got.long(), appended),
+                 "The end token goes right after each sentence's last word, before its padding, not at the end of "
+                 "the padded row."),
+                (name == "tgt_in" and bool((got == eos).any()),
+                 "tgt_in holds no end token: the decoder never reads eos, it only has to predict it."),
+                (name == "tgt_out" and bool((got == bos).any()),
+                 "tgt_out holds no start token: nothing ever predicts bos."),
+                (name == "tgt_in" and bool((got[:, 0] != bos).any()), "Every row of tgt_in starts with bos."),
+            ]
+            hint = next((h for matched, h in hints if matched), "")
+            raise AssertionError(f"{text}: wrong {name}: for sentence {row} expected {expected[row].tolist()}, got "
+                                 f"{got[row].tolist()}." + (f" {hint}" if hint else ""))
+    _passed(task, "shifted target, 4 batches (padding, none, other special ids, one word)")
+
+
+def _decoder_by_hand(ref: DecoderLayer, y: Tensor, memory: Tensor, src_mask: Tensor | None,
+                     tgt_mask: Tensor | None, *, order: str = "post", cross_query: str = "a",
+                     cross_source: str = "memory", self_mask: str = "tgt", cross_mask: str = "src",
+                     norms: tuple[int, int, int] = (1, 2, 3), residual: bool = True) -> Tensor:
+    """A decoder layer from ``ref``'s parts, wired right (the defaults) or in a usual wrong way."""
+    masks = {"tgt": tgt_mask, "src": src_mask, "none": None}
+    n1, n2, n3 = (getattr(ref, f"norm{i}") for i in norms)
+
+    def add(x: Tensor, sub: Tensor) -> Tensor:
+        return x + sub if residual else sub
+
+    if order == "pre":
+        h = n1(y)
+        a = y + ref.self_attn(h, h, h, masks[self_mask])[0]
+        h = n2(a)
+        b = a + ref.cross_attn(h, memory, memory, masks[cross_mask])[0]
+        return b + ref.feed_forward(n3(b))
+    a = n1(add(y, ref.self_attn(y, y, y, masks[self_mask])[0]))
+    query = {"a": a, "y": y, "memory": memory}[cross_query]
+    source = {"memory": memory, "a": a}[cross_source]
+    b = n2(add(a, ref.cross_attn(query, source, source, masks[cross_mask])[0]))
+    return n3(add(b, ref.feed_forward(b)))
+
+
+@_isolated(avoid=("minitransformer.layers:DecoderLayer", "torch.nn:TransformerDecoderLayer"))
+def check_decoder_layer(cls: type[nn.Module], *, task: int | str | None = None) -> None:
+    """Check a post-LN decoder layer against :class:`DecoderLayer`, weights copied by attribute name.
+
+    ``cls(d_model, n_heads, d_ff, dropout)`` must hold ``self_attn`` and ``cross_attn``
+    (:class:`MultiHeadAttention`), ``feed_forward`` (:class:`PositionwiseFeedForward`) and
+    ``norm1``, ``norm2``, ``norm3`` (LayerNorms with ``weight`` and ``bias``);
+    ``forward(x, memory, src_mask=None, tgt_mask=None)`` computes
+    a = norm1(x + SelfAttn(x, x, x, tgt_mask)), b = norm2(a + CrossAttn(a, memory, memory, src_mask)),
+    out = norm3(b + FFN(b)) (section 3.1, lesson 06). It is built with dropout 0.2 and run in eval
+    mode, where dropout must be off.
+
+    Args:
+        cls: the learner's class.
+        task: task number printed on success.
+
+    Raises:
+        AssertionError: what differs, and the likely mistake.
+    """
+    __tracebackhide__ = True
+    g = _rng()
+    d_model, n_heads, d_ff, dropout = 8, 2, 16, 0.2
+    layer = _build(cls, d_model, n_heads, d_ff, dropout)
+    owner = f"{_name(cls)}({d_model}, {n_heads}, {d_ff}, {dropout})"
+    ref = DecoderLayer(d_model, n_heads, d_ff, dropout).eval()
+    _fill_parameters(ref, g)
+    mine = dict(layer.named_parameters())
+    wanted = dict(ref.named_parameters())
+    missing = [n for n in wanted if n not in mine]
+    if missing:
+        parts = sorted({n.split(".")[0] for n in missing})
+        raise AssertionError(
+            f"{owner} has no parameter(s) {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}: the layer "
+            f"needs the sub-modules {', '.join(parts)} under these names (self_attn and cross_attn = "
+            "MultiHeadAttention(d_model, n_heads, dropout), feed_forward = PositionwiseFeedForward(d_model, d_ff, "
+            "dropout), norm1/norm2/norm3 = nn.LayerNorm(d_model))"
+        )
+    extra = [n for n in mine if n not in wanted]
+    if extra:
+        raise AssertionError(f"{owner} has parameters the decoder layer does not have: {', '.join(extra[:4])}")
+    for name, p in wanted.items():
+        if mine[name].shape != p.shape:
+            raise AssertionError(f"{owner}.{name} has shape {_shape(mine[name])}; expected {_shape(p)}")
+        mine[name].copy_(p)
+    keep_src = torch.tensor([[True, True, True, False], [True, True, True, True]])[:, None, None, :]
+    tgt5 = torch.tensor([[1, 5, 6, 7, 0], [1, 4, 4, 5, 6]])
+    tgt4 = torch.tensor([[1, 5, 6, 0], [1, 4, 4, 5]])
+    src5 = torch.tensor([[4, 5, 6, 0, 0], [4, 5, 6, 7, 8]])
+    cases = [
+        ("T=4, S=4, padding and causal masks", _rand(g, 2, 4, d_model), _rand(g, 2, 4, d_model), keep_src,
+         make_target_mask(tgt4, 0)),
+        ("T=5, S=5, padding and causal masks", _rand(g, 2, 5, d_model), _rand(g, 2, 5, d_model),
+         make_padding_mask(src5, 0), make_target_mask(tgt5, 0)),
+        ("T=4, S=3, no masks", _rand(g, 2, 4, d_model), _rand(g, 2, 3, d_model), None, None),
+        ("one target position, T=1", _rand(g, 1, 1, d_model), _rand(g, 1, 3, d_model), None, None),
+    ]
+    for case, y, memory, src_mask, tgt_mask in cases:
+        args = (y, memory, src_mask, tgt_mask)
+        text = (f"{owner}.forward(x {_shape(y)}, memory {_shape(memory)}, src_mask "
+                f"{_shape(src_mask) if src_mask is not None else None}, tgt_mask "
+                f"{_shape(tgt_mask) if tgt_mask is not None else None}) [{case}]")
+        out = _expect_tensor(_first_output(_call(layer, *args, text=text)), text, f"of shape {_shape(y)}")
+        expected = ref(*args)
+        _expect_shape(out, expected.shape, text, "output", {
+            tuple(memory.shape): "The output has one vector per TARGET position: the queries of the cross-attention "
+                                 "come from the decoder, the keys and values from memory.",
+        })
+        again = _first_output(_call(layer, *args, text=text))
+        if not torch.equal(out, again):
+            raise AssertionError(f"{text}: two calls in eval mode gave different outputs: dropout must switch off in "
+                                 "eval mode; use nn.Dropout modules (or pass dropout to the sub-modules), not "
+                                 "F.dropout(..., training=True).")
+
+        def wrong(**kw: Any) -> Callable[[], Tensor]:
+            return lambda: _decoder_by_hand(ref, *args, **kw)
+
+        _compare(out, expected, text, "output", [
+            ("Your layer is pre-LN, x + Sublayer(LayerNorm(x)); the paper's decoder is post-LN: "
+             "LayerNorm(x + Sublayer(x)) after each of the three sub-layers.", wrong(order="pre")),
+            ("In the cross-attention the QUERIES come from the decoder (a, after the masked self-attention) and the "
+             "keys and values from memory: cross_attn(a, memory, memory, src_mask).",
+             wrong(cross_query="memory", cross_source="a")),
+            ("In the cross-attention the QUERIES come from the decoder (a) and the keys and values from memory: "
+             "cross_attn(a, memory, memory, src_mask).", wrong(cross_query="memory")),
+            ("The cross-attention's queries are the output of the first sub-layer, a = norm1(x + SelfAttn(x)), not "
+             "the layer's input x.", wrong(cross_query="y")),
+            ("The cross-attention reads the source: its keys and values are memory, not the decoder's own states.",
+             wrong(cross_source="a")),
+            ("The self-attention needs tgt_mask (padding and causal): without it every position sees the future.",
+             wrong(self_mask="none")),
+            ("The cross-attention needs src_mask, so that it ignores the source's padding.", wrong(cross_mask="none")),
+            ("The masks are swapped: tgt_mask belongs to the self-attention, src_mask to the cross-attention.",
+             wrong(self_mask="src", cross_mask="tgt")),
+            ("norm1, norm2 and norm3 follow the self-attention, the cross-attention and the feed-forward network, in "
+             "that order.", wrong(norms=(1, 3, 2))),
+            ("norm1, norm2 and norm3 follow the self-attention, the cross-attention and the feed-forward network, in "
+             "that order.", wrong(norms=(3, 2, 1))),
+            ("The residual connections are missing: LayerNorm(x + Sublayer(x)), the sub-layer's input added back.",
+             wrong(residual=False)),
+        ])
+    _passed(task, "post-LN decoder layer, 4 cases (padding and causal masks, S != T, T = 1), dropout off in eval mode")

@@ -1,15 +1,19 @@
-"""Checks for training: the warm-up learning-rate schedule and token-budget batching (lesson 07)."""
+"""Checks for exercise 07: the warm-up learning-rate schedule, token-budget batching, label smoothing (lesson 07)."""
 
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
 from ..data.batching import TokenBatchSampler
 from ..training.schedule import transformer_lr
-from ._common import _call, _describe, _isolated, _name, _passed
-from ._mistakes import _as_number
+from ._common import (_as_number, _call, _close, _compare, _describe, _expect_shape, _expect_tensor, _isolated, _name,
+                      _passed, _rand, _rng, _shape)
 
-__all__ = ["check_token_batches", "check_warmup_schedule"]
+__all__ = ["check_label_smoothing_target", "check_token_batches", "check_warmup_schedule"]
 
 
 @_isolated(avoid=("minitransformer.training.schedule:transformer_lr",))
@@ -140,3 +144,78 @@ def check_token_batches(fn: Callable[[Sequence[int], Sequence[int], int], list[l
         raise AssertionError(f"{text}: expected the batches {expected}, got {got}." + (f" {hint}" if hint else ""))
     _passed(task, "token-budget batches, 5 cases (a batch that fills the budget exactly, one pair, one batch), "
                   "equal to TokenBatchSampler")
+
+
+def _smoothed_targets_reference(target: Tensor, vocab_size: int, epsilon: float, pad_id: int) -> Tensor:
+    """q(gold) = 1 - eps, q(pad) = 0, eps / (V - 2) elsewhere; all zeros where the target is padding."""
+    q = torch.full((*target.shape, vocab_size), epsilon / (vocab_size - 2))
+    q[..., pad_id] = 0.0
+    q.scatter_(-1, target[..., None], 1.0 - epsilon)
+    return q.masked_fill((target == pad_id)[..., None], 0.0)  # (B, T, V)
+
+
+@_isolated(avoid=("minitransformer.training.loss:label_smoothed_nll", "minitransformer.training.loss:LabelSmoothingLoss"))
+def check_label_smoothing_target(fn: Callable[[Tensor, int, float, int], Tensor], *,
+                                 task: int | str | None = None) -> None:
+    """Check ``fn(target, vocab_size, epsilon, pad_id) -> q`` (B, T, V), the label-smoothed targets of section 5.4.
+
+    q(gold) = 1 - eps, q(pad) = 0, every other token eps / (V - 2), and a row of zeros where the
+    target itself is padding. The cross-entropy with these targets must equal
+    :func:`minitransformer.training.label_smoothed_nll`, which is checked too.
+
+    Args:
+        fn: the learner's function.
+        task: task number printed on success.
+
+    Raises:
+        AssertionError: what differs, and the likely mistake.
+    """
+    __tracebackhide__ = True
+    from ..training.loss import label_smoothed_nll
+
+    g = _rng()
+    cases = [
+        (torch.tensor([[4, 5, 2, 0, 0], [5, 6, 6, 4, 2]]), 7, 0.1, 0),
+        (torch.tensor([[2, 0, 4], [1, 1, 1]]), 5, 0.2, 1),
+        (torch.tensor([[5, 4]]), 6, 0.0, 0),
+    ]
+    for target, vocab, eps, pad_id in cases:
+        text = f"{_name(fn)}(target {_shape(target)}, vocab_size={vocab}, epsilon={eps}, pad_id={pad_id})"
+        q = _expect_tensor(_call(fn, target, vocab, eps, pad_id, text=text), text, "of shape (B, T, V)")
+        _expect_shape(q, (*target.shape, vocab), text, "q", {
+            (target.numel(), vocab): "Keep the (B, T) axes: q is (B, T, V), one distribution per position.",
+        })
+        if not q.is_floating_point():
+            raise AssertionError(f"{text} returned a {q.dtype} tensor; probabilities are floating-point numbers")
+        expected = _smoothed_targets_reference(target, vocab, eps, pad_id)
+        real = target != pad_id
+        uniform = F.one_hot(target, vocab) * (1 - eps) + eps / vocab  # (B, T, V)
+        if eps > 0 and _close(q[real], uniform[real], 1e-5, 1e-4):
+            raise AssertionError(
+                f"{text}: that is F.cross_entropy's label_smoothing (eps spread over all V tokens, gold and pad "
+                "included). Here the gold token gets exactly 1 - eps, padding 0, and each of the other V - 2 "
+                "tokens eps / (V - 2)."
+            )
+        sums = q.sum(-1)
+        if not torch.allclose(sums[real], torch.ones_like(sums[real]), atol=1e-5):
+            b, t = (int(i) for i in real.nonzero()[((sums[real] - 1).abs() > 1e-5).nonzero()[0, 0]])
+            raise AssertionError(
+                f"{text}: the distribution of position ({b}, {t}) sums to {sums[b, t].item():.4f}, not 1. The gold "
+                "token gets 1 - eps, padding 0, and the eps left is shared by the V - 2 other tokens."
+            )
+        if (q[~real] != 0).any():
+            raise AssertionError(f"{text}: a position whose target is padding counts for nothing: its row of q "
+                                 "must be all zeros.")
+        if (q[..., pad_id] != 0).any():
+            raise AssertionError(f"{text}: padding is never a correct next token, so column pad_id={pad_id} of q "
+                                 "must be 0.")
+        _compare(q, expected, text, "q", [
+            ("The gold token gets exactly 1 - eps.", lambda: _smoothed_targets_reference(target, vocab, 0.0, pad_id)),
+        ])
+        logits = _rand(g, *target.shape, vocab)
+        ours = -(q * torch.log_softmax(logits, dim=-1)).sum()
+        assert torch.allclose(ours, label_smoothed_nll(logits, target, eps, pad_id)[0], atol=1e-4), (
+            f"{text}: the cross-entropy -sum q log p with your q differs from label_smoothed_nll"
+        )
+    _passed(task, "label-smoothed targets, 3 batches (eps 0.1, 0.2 and 0, pad id 0 and 1); "
+                  "their cross-entropy equals label_smoothed_nll")

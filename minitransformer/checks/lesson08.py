@@ -12,9 +12,8 @@ from ..config import TransformerConfig
 from ..decoding import beam_search, length_penalty
 from ..masks import make_padding_mask
 from ..model import Transformer
-from ._common import (_call, _compare, _describe, _expect_shape, _expect_tensor, _isolated, _name, _passed, _rand,
-                      _rng, _shape)
-from .decoding_checks import _decoding_model
+from ._common import (_call, _compare, _decoding_model, _describe, _expect_shape, _expect_tensor, _isolated, _name,
+                      _passed, _rand, _rng, _shape)
 
 __all__ = ["check_beam_search", "check_beam_step", "check_checkpoint_average", "check_corpus_bleu",
            "check_normalised_scores"]

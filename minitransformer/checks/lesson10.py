@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from ..embeddings import LearnedPositionalEmbedding
 from ..training.schedule import ConstantAtPeak, DecayWithoutWarmup, transformer_lr
 from ._common import _build, _call, _compare, _describe, _expect_tensor, _isolated, _name, _passed, _rng
-from .question_checks import _check_in, _Question
+from .questions import _check_in, _Question
 
 __all__ = ["PREDICTIONS", "check_ablation_prediction", "check_constant_schedule", "check_learned_positions",
            "check_no_warmup_schedule"]

@@ -37,6 +37,43 @@ QUESTIONS: dict[str, _Question] = {
         },
         hint="Answer with a tuple (GRU steps, kernel-3 convolution layers, self-attention layers).",
     ),
+    "02-pe-properties": _Question(
+        title="properties of the sinusoidal encoding",
+        correct=frozenset("ABD"),
+        why=("each position up to max_len gets its own vector (A), every entry is a sine or cosine in [-1, 1] (B), "
+             "and a fixed offset k is the same linear map M_k for every position (D); nothing is learned (C) and "
+             "the formula gives a vector for any position, seen in training or not (E)"),
+        wrong={
+            frozenset("ABCD"): "C: the table is a formula of the position and the feature index; the paper "
+                               "compares it with learned positions (Table 3, row E), but this one has no parameter.",
+            frozenset("ABDE"): "E: the formula works for any position, so a longer sentence still gets vectors "
+                               "(whether the model handles them well is another matter).",
+            frozenset("AB"): "D as well: task 2 built the matrix M_k, and PE[p + k] = PE[p] @ M_k for every p.",
+            frozenset("BD"): "A as well: the sines and cosines of many wavelengths together differ for every "
+                             "position up to max_len (the lesson's table shows no two equal rows).",
+        },
+        hint="Go through the five statements one by one with the formula and your task 2 in mind.",
+    ),
+    "03-nan-rows": _Question(
+        title="which masks make my_attention return a row of NaN",
+        correct=frozenset("BC"),
+        why=("a row is NaN exactly when its query may attend to no key: masking the padding queries' rows (B) "
+             "and a sentence made only of padding (C); a padding mask (B, 1, 1, S) on sentences with at least "
+             "one real token leaves every query a key (A), and the package's attention returns zeros (D)"),
+        wrong={
+            frozenset("ABC"): "A: every sentence keeps at least one real key, and a padding mask (B, 1, 1, S) hides "
+                              "keys, never a whole row, so each query still has a key to attend to.",
+            frozenset("B"): "C as well: when every token of a sentence is padding, each of its queries has only "
+                            "-inf scores.",
+            frozenset("C"): "B as well: (tokens != pad_id)[:, None, :, None] hides whole ROWS, those of the "
+                            "padding queries, so their scores are all -inf.",
+            frozenset("BCD"): "D: the package's scaled_dot_product_attention sets the weights of masked keys to 0 "
+                              "after the softmax, so a row with no visible key becomes zeros, not NaN.",
+            frozenset("A"): "A padding mask (B, 1, 1, S) hides keys; every sentence here has a real key, so no row "
+                            "is empty. Look for masks that leave a query no key at all.",
+        },
+        hint="A row of weights is NaN when its query may attend to no key at all (all scores -inf, softmax 0/0).",
+    ),
     "04-base-model-heads": _Question(
         title="heads of the base model",
         correct=(8, 64, 64),

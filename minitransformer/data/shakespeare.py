@@ -6,8 +6,7 @@ for, first match wins:
 
 1. the ``data_dir`` argument,
 2. the environment variable ``MINITRANSFORMER_DATA_DIR``,
-3. ``shared/data`` beside the checkout (the course's development layout),
-4. the user cache, ``$XDG_CACHE_HOME`` (or ``~/.cache``) ``/minitransformer``,
+3. the user cache, ``$XDG_CACHE_HOME`` (or ``~/.cache``) ``/minitransformer``,
 
 each as ``<folder>/tinyshakespeare/input.txt`` or ``<folder>/input.txt``. A file found must
 match the SHA-256 below. When none is found it is downloaded into the cache (``download=True``),
@@ -64,7 +63,6 @@ def _candidates(data_dir: str | Path | None) -> list[Path]:
     elif os.environ.get(ENV_VAR):
         folders.append(Path(os.environ[ENV_VAR]).expanduser())
     else:
-        folders.append(Path(__file__).resolve().parents[3] / "shared" / "data")
         folders.append(user_cache_dir())
     return [p for folder in folders for p in (folder / "tinyshakespeare" / FILE_NAME, folder / FILE_NAME)]
 

@@ -19,7 +19,6 @@ when their files are on disk; otherwise English and German long dates
 
 from __future__ import annotations
 
-import os
 import random
 import string
 from dataclasses import dataclass
@@ -29,11 +28,9 @@ import torch
 from torch import Tensor
 
 from .dates import load_dates
-from .multi30k import ENV_VAR, fetch_multi30k, load_multi30k
+from .multi30k import fetch_multi30k, load_multi30k
 
 ORIGINAL, SHUFFLED = 1, 0
-# The course's development layout keeps reference data beside the checkout (never committed).
-_SIBLING = Path(__file__).resolve().parents[3] / "shared" / "data" / "multi30k"
 
 
 @dataclass(frozen=True)
@@ -105,8 +102,7 @@ def load_word_order(split: str = "train", data_dir: str | Path | None = None, li
     """The word-order task on one split, from Multi30k's English captions or, without them, from dates.
 
     Nothing is downloaded: Multi30k is used only when its files are already in ``data_dir``
-    (default: ``$MINITRANSFORMER_MULTI30K_DIR``, else ``shared/data/multi30k`` beside the checkout
-    when it exists, else the user cache, see :func:`multi30k_dir`).
+    (default: ``$MINITRANSFORMER_MULTI30K_DIR``, else the user cache, see :func:`multi30k_dir`).
 
     Args:
         split: "train", "validation" or "test".
@@ -117,8 +113,6 @@ def load_word_order(split: str = "train", data_dir: str | Path | None = None, li
     Returns:
         A :class:`WordOrderData`.
     """
-    if data_dir is None and not os.environ.get(ENV_VAR) and _SIBLING.is_dir():
-        data_dir = _SIBLING
     try:
         fetch_multi30k((split,), data_dir, download=False)
     except FileNotFoundError:

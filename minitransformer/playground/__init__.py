@@ -65,7 +65,6 @@ from .recipe import (
     VariantComparison,
     ablation_variants,
     compare_variants,
-    default_ablation_results,
     draw_variant_comparison,
 )
 from .sampling import (
@@ -105,7 +104,6 @@ __all__ = [
     "ablation_variants",
     "beam_hypotheses",
     "compare_variants",
-    "default_ablation_results",
     "draw_beam_search",
     "draw_embedding_scale",
     "draw_head_patterns",

@@ -22,7 +22,7 @@ from torch import Tensor
 from ..attention import scaled_dot_product_attention
 from ..embeddings import sinusoidal_positional_encoding
 from ..masks import make_causal_mask, make_padding_mask
-from ._checks import check_int
+from ..utils import check_int
 from .controls import check_figure, figure_size, options_from
 
 __all__ = ["D_K_VALUES", "MaskedAttention", "SoftmaxSaturation", "draw_masked_attention", "draw_softmax_saturation",
@@ -77,9 +77,9 @@ def softmax_saturation(d_k: int = 64, scaled: bool = True, n_keys: int = 10, n_q
 
 def _both_ways(d_k: int, n_keys: int, n_queries: int, seed: int) -> dict[bool, SoftmaxSaturation]:
     """:func:`softmax_saturation` scaled and unscaled, from one draw of queries and keys."""
-    check_int(d_k, "d_k", 1, 65_536)
-    check_int(n_keys, "n_keys", 2, 10_000)
-    check_int(n_queries, "n_queries", 1, 100_000)
+    check_int(d_k, "d_k", 1, at_most=65_536)
+    check_int(n_keys, "n_keys", 2, at_most=10_000)
+    check_int(n_queries, "n_queries", 1, at_most=100_000)
     generator = torch.Generator().manual_seed(seed)
     query = torch.randn(n_queries, 1, d_k, generator=generator)  # (N, 1, d_k)
     key = torch.randn(n_queries, n_keys, d_k, generator=generator)  # (N, n_keys, d_k)
@@ -187,7 +187,7 @@ def masked_attention(padded: Sequence[int] = (), causal: bool = False, sentence:
     if isinstance(padded, (str, bytes)) or not isinstance(padded, Sequence):
         raise TypeError(f"padded must be a list of positions, got {type(padded).__name__} {padded!r}")
     for p in padded:
-        check_int(p, "each padded position", 0, length - 1, f" (the sentence has {length} words)")
+        check_int(p, "each padded position", 0, below=length, why=f" (the sentence has {length} words)")
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True or False, got {causal!r}")
     tokens = ["<pad>" if i in set(padded) else w for i, w in enumerate(words)]

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from ..decoding import beam_search, length_penalty
 from ..model import Transformer
-from ._checks import check_int
+from ..utils import check_int
 from .controls import check_figure, figure_size
 
 __all__ = ["BeamHypotheses", "Hypothesis", "SentenceTokenizer", "beam_hypotheses", "draw_beam_search",

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure, SubFigure
 from torch import Tensor, nn
 
 from ..model import Encoder
-from ._checks import check_int
+from ..utils import check_int
 from .controls import check_figure, figure_size
 
 __all__ = ["LayerGradients", "draw_layer_gradients", "layer_gradients"]
@@ -61,9 +61,9 @@ def layer_gradients(n_layers: int = 12, norm_first: bool = False, d_model: int =
     Returns:
         A :class:`LayerGradients`.
     """
-    check_int(n_layers, "n_layers", 1, 64)
-    check_int(d_model, "d_model", 2, 1024)
-    check_int(n_heads, "n_heads", 1, d_model)
+    check_int(n_layers, "n_layers", 1, at_most=64)
+    check_int(d_model, "d_model", 2, at_most=1024)
+    check_int(n_heads, "n_heads", 1, at_most=d_model)
     if d_model % n_heads:
         raise ValueError(f"n_heads must divide d_model so that every head gets d_k = d_model / h features, "
                          f"got d_model={d_model} and n_heads={n_heads}")

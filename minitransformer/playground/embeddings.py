@@ -19,7 +19,7 @@ from matplotlib.figure import Figure, SubFigure
 from torch import Tensor, nn
 
 from ..embeddings import TokenEmbedding, sinusoidal_positional_encoding
-from ._checks import check_even, check_int
+from ..utils import check_even, check_int
 from .controls import check_figure, figure_size
 
 __all__ = ["EMBEDDING_INITS", "EmbeddingScale", "draw_embedding_scale", "embedding_scale"]
@@ -77,7 +77,7 @@ def embedding_scale(d_model: int = 512, scaled: bool = True, init: str = "normal
     """
     check_even(d_model, "d_model")
     check_int(vocab_size, "vocab_size", 1)
-    check_int(length, "length", 1, 10_000)
+    check_int(length, "length", 1, at_most=10_000)
     if init not in EMBEDDING_INITS:
         raise ValueError(f"init must be one of {EMBEDDING_INITS}, got {init!r}")
     if not isinstance(scaled, bool):

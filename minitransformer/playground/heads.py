@@ -21,7 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ..attention import MultiHeadAttention
 from ..embeddings import sinusoidal_positional_encoding
-from ._checks import check_int
+from ..utils import check_int
 from .controls import check_figure, figure_size
 
 __all__ = ["HeadPatterns", "draw_head_patterns", "head_patterns"]
@@ -69,10 +69,10 @@ def head_patterns(n_heads: int = 4, d_model: int = 64, sentence: str = "the cat 
     Returns:
         A :class:`HeadPatterns`.
     """
-    check_int(d_model, "d_model", 2, 4096)
+    check_int(d_model, "d_model", 2, at_most=4096)
     if d_model % 2:
         raise ValueError(f"d_model must be even (the positional encoding pairs columns), got {d_model}")
-    check_int(n_heads, "n_heads", 1, d_model)
+    check_int(n_heads, "n_heads", 1, at_most=d_model)
     if d_model % n_heads:
         divisors = [h for h in range(1, d_model + 1) if d_model % h == 0]
         raise ValueError(f"n_heads must divide d_model={d_model} so that every head gets d_k = d_model / h features, "

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure, SubFigure
 from torch import Tensor
 
 from ..embeddings import PositionalEncoding, sinusoidal_positional_encoding
-from ._checks import check_even, check_int, check_number
+from ..utils import check_even, check_int, check_number
 from .controls import check_figure, figure_size
 
 __all__ = ["OffsetRotation", "PositionalTable", "draw_offset_rotation", "draw_positional_table", "offset_rotation",
@@ -59,10 +59,10 @@ def positional_table(max_len: int = 100, d_model: int = 64, base: float = 10000.
     Returns:
         A :class:`PositionalTable`.
     """
-    check_int(max_len, "max_len", 1, 100_000)
+    check_int(max_len, "max_len", 1, at_most=100_000)
     check_even(d_model, "d_model")
     check_number(base, "base", low=1.0, low_open=True, why=" (the paper uses 10000)")
-    check_int(pair, "pair", 0, d_model // 2 - 1, f" (a (sin, cos) column pair of d_model={d_model})")
+    check_int(pair, "pair", 0, below=d_model // 2, why=f" (a (sin, cos) column pair of d_model={d_model})")
     table = PositionalEncoding(d_model, max_len, dropout=0.0, base=base).pe  # (max_len, D)
     frequency = base ** (-2 * pair / d_model)
     return PositionalTable(table, pair, frequency, 2 * math.pi / frequency)
@@ -135,8 +135,9 @@ def offset_rotation(offset: int = 5, d_model: int = 64, max_len: int = 60, base:
         An :class:`OffsetRotation`.
     """
     check_even(d_model, "d_model")
-    check_int(max_len, "max_len", 1, 5_000)
-    check_int(offset, "offset", 0, max_len - 1, f" (an offset between two of the max_len={max_len} positions)")
+    check_int(max_len, "max_len", 1, at_most=5_000)
+    check_int(offset, "offset", 0, below=max_len,
+              why=f" (an offset between two of the max_len={max_len} positions)")
     check_number(base, "base", low=1.0, low_open=True, why=" (the paper uses 10000)")
     # float64 throughout, so that the check below shows the identity and not float32 rounding.
     table = sinusoidal_positional_encoding(max_len, d_model, base).double()  # (max_len, D), rounded to float32

@@ -1,6 +1,7 @@
 """Lesson 10: two variants of the recipe side by side, seed by seed, from the committed ablation run.
 
-``benchmarks/results/ablations-cpu.json`` (written by ``benchmarks/ablations.py``) stores every
+The ablation suite's results (``benchmarks/results/ablations-cpu.json`` in the course's repository,
+written by ``python -m benchmarks.ablations``; the lesson passes ``../benchmarks/results/...``) store every
 job: its training curve (NLL per token every ``log_every`` steps), its validation perplexity
 at a few steps, and its final perplexity and BLEU. :func:`compare_variants` reads two variants
 from it (or from the suite's ``.partial.jsonl`` while it runs, through
@@ -21,8 +22,7 @@ from matplotlib.figure import Figure, SubFigure
 from ..ablation_report import curves, load_results
 from .controls import check_figure, figure_size
 
-__all__ = ["VariantComparison", "ablation_variants", "compare_variants", "default_ablation_results",
-           "draw_variant_comparison"]
+__all__ = ["VariantComparison", "ablation_variants", "compare_variants", "draw_variant_comparison"]
 
 #: The two kinds of curve a job stores.
 CURVES = ("valid", "train")
@@ -30,25 +30,20 @@ CURVES = ("valid", "train")
 METRICS = ("ppl", "bleu")
 
 
-def default_ablation_results() -> Path:
-    """``benchmarks/results/ablations-cpu.json`` of this checkout (it exists in a clone, not in an installed wheel)."""
-    return Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "ablations-cpu.json"
-
-
-def _report(results: dict[str, Any] | str | Path | None) -> dict[str, Any]:
+def _report(results: dict[str, Any] | str | Path) -> dict[str, Any]:
     if isinstance(results, dict):
         if "runs" not in results:
             raise ValueError("results must be an ablation report with a 'runs' list (see load_results), "
                              f"got a dict with keys {sorted(results)[:8]}")
         return results
-    path = Path(results) if results is not None else default_ablation_results()
+    path = Path(results)
     if not path.is_file():
-        raise FileNotFoundError(f"no ablation results at {path}: expected the JSON of benchmarks/ablations.py "
+        raise FileNotFoundError(f"no ablation results at {path}: expected the JSON of python -m benchmarks.ablations "
                                 "(benchmarks/results/ablations-cpu.json in a clone of the course)")
     return load_results(path)
 
 
-def ablation_variants(results: dict[str, Any] | str | Path | None = None) -> list[str]:
+def ablation_variants(results: dict[str, Any] | str | Path) -> list[str]:
     """The variants with at least one run, baseline first (choices for a drop-down)."""
     names = list(dict.fromkeys(r["variant"] for r in _report(results)["runs"]))
     return sorted(names, key=lambda n: (n != "baseline", names.index(n)))
@@ -83,7 +78,7 @@ class VariantComparison:
 
 
 def compare_variants(variant: str = "pre_ln", reference: str = "baseline", kind: str = "valid", metric: str = "ppl",
-                     results: dict[str, Any] | str | Path | None = None) -> VariantComparison:
+                     *, results: dict[str, Any] | str | Path) -> VariantComparison:
     """Curves and final figures of two variants of the ablation suite, paired by seed.
 
     Args:
@@ -92,8 +87,7 @@ def compare_variants(variant: str = "pre_ln", reference: str = "baseline", kind:
         kind: "valid" (validation perplexity at a few steps) or "train" (training NLL per token).
         metric: the final figure: "ppl" (validation perplexity) or "bleu".
         results: a report already loaded with :func:`~minitransformer.ablation_report.load_results`
-            (fastest for a live control), a path to the JSON or ``.partial.jsonl``, or None for
-            :func:`default_ablation_results`.
+            (fastest for a live control), or a path to the JSON or ``.partial.jsonl``.
 
     Returns:
         A :class:`VariantComparison`.
@@ -127,14 +121,14 @@ def compare_variants(variant: str = "pre_ln", reference: str = "baseline", kind:
 @figure_size(11.0, 3.8)
 def draw_variant_comparison(fig: Figure | SubFigure, variant: str = "pre_ln", reference: str = "baseline",
                             kind: str = "valid", metric: str = "ppl",
-                            results: dict[str, Any] | str | Path | None = None) -> VariantComparison:
+                            *, results: dict[str, Any] | str | Path) -> VariantComparison:
     """Each seed's curve of both variants, and their final figures joined seed by seed: 2 axes.
 
     Returns:
         What was drawn, a :class:`VariantComparison`.
     """
     check_figure(fig, "draw_variant_comparison")
-    view = compare_variants(variant, reference, kind, metric, results)
+    view = compare_variants(variant, reference, kind, metric, results=results)
     curve_ax, pair_ax = fig.subplots(1, 2, width_ratios=(1.7, 1))
     colors = {reference: "black", variant: "C3"} if variant != reference else {variant: "C3"}
     for name, color in colors.items():

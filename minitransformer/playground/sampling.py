@@ -17,7 +17,7 @@ from matplotlib.figure import Figure, SubFigure
 from torch import Tensor
 
 from ..variants import DecoderOnlyLM, next_token_probabilities
-from ._checks import check_int
+from ..utils import check_int
 from .controls import check_figure, figure_size
 
 __all__ = ["NextTokenDistribution", "TextTokenizer", "draw_next_token", "draw_sampling", "lm_next_token_logits",
@@ -110,8 +110,8 @@ def sample_texts(model: DecoderOnlyLM, tokenizer: TextTokenizer, prompt: str, te
     Returns:
         The continuations (without the prompt).
     """
-    check_int(n_samples, "n_samples", 1, 16)
-    check_int(max_new_tokens, "max_new_tokens", 0, 2000)
+    check_int(n_samples, "n_samples", 1, at_most=16)
+    check_int(max_new_tokens, "max_new_tokens", 0, at_most=2000)
     ids = _ids(tokenizer, prompt)[-model.max_len:]  # (T,)
     device = next(model.parameters()).device
     batch = ids[None].repeat(n_samples, 1).to(device)  # (n, T)

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from ..training.loss import label_smoothed_nll
 from ..training.schedule import transformer_lr
-from ._checks import check_int, check_number
+from ..utils import check_int, check_number
 from .controls import check_figure, figure_size
 
 __all__ = ["SmoothedTarget", "WarmupSchedule", "draw_smoothed_target", "draw_warmup_schedule", "smoothed_target",
@@ -83,13 +83,14 @@ def smoothed_target(epsilon: float = 0.1, vocab_size: int = 10, gold: int = 4, p
         A :class:`SmoothedTarget`.
     """
     check_number(epsilon, "epsilon", 0.0, 1.0, high_open=True, why=" (the label smoothing eps_ls; paper: 0.1)")
-    check_int(vocab_size, "vocab_size", 3, 1_000_000)
-    check_int(gold, "gold", 0, vocab_size - 1, f" (a token id of the vocabulary of V={vocab_size})")
+    check_int(vocab_size, "vocab_size", 3, at_most=1_000_000)
+    check_int(gold, "gold", 0, below=vocab_size, why=f" (a token id of the vocabulary of V={vocab_size})")
     if pad_id is not None:
-        check_int(pad_id, "pad_id", 0, vocab_size - 1, f" (a token id of the vocabulary of V={vocab_size}, or None)")
+        check_int(pad_id, "pad_id", 0, below=vocab_size,
+                  why=f" (a token id of the vocabulary of V={vocab_size}, or None)")
         if pad_id == gold:
             raise ValueError(f"gold={gold} is the pad id: padding is never a gold token (its loss is left out)")
-    check_int(grid, "grid", 2, 10_000)
+    check_int(grid, "grid", 2, at_most=10_000)
     n_others = vocab_size - 1 - (pad_id is not None)
     q = torch.full((vocab_size,), epsilon / n_others, dtype=torch.float64)  # (V,)
     q[gold] = 1.0 - epsilon
@@ -181,7 +182,7 @@ def warmup_schedule(d_model: int = 512, warmup: int = 4000, factor: float = 1.0,
     check_int(d_model, "d_model", 1)
     check_int(warmup, "warmup", 1)
     check_number(factor, "factor", 0.0, low_open=True, why=" (the multiplier of the schedule; paper: 1)")
-    check_int(steps, "steps", 1, 1_000_000)
+    check_int(steps, "steps", 1, at_most=1_000_000)
     step = np.arange(1, steps + 1)
     lr = np.array([transformer_lr(int(s), d_model, warmup, factor) for s in step])  # (S,)
     peak = int(lr.argmax())

@@ -2,6 +2,8 @@
 
 - :class:`LabelSmoothingLoss`, :func:`label_smoothed_nll`: section 5.4's label smoothing.
 - :func:`transformer_lr`, :func:`transformer_scheduler`: section 5.3's warm-up schedule.
+- :func:`paper_adam`, :func:`train_step`: section 5.3's Adam and one optimizer update, shared by the
+  trainer, the ablations (lesson 10) and the benchmarks.
 - :func:`save_checkpoint`, :func:`load_checkpoint`, :func:`load_model`,
   :func:`average_checkpoints`: atomic, ``weights_only``-safe checkpoints.
 - :class:`TrainOptions`, :func:`train`: a whole run, as ``python -m minitransformer train``.
@@ -24,6 +26,7 @@ from .options import RECIPES, TrainOptions
 from .run import TrainResult, save_loss_plot, train
 from .runlog import loss_curves, read_log
 from .schedule import WarmupInverseSqrt, transformer_lr, transformer_scheduler
+from .step import paper_adam, train_step
 from .trainer import DivergedError, Trainer
 
 __all__ = [
@@ -44,10 +47,12 @@ __all__ = [
     "load_checkpoint",
     "load_model",
     "loss_curves",
+    "paper_adam",
     "read_log",
     "save_checkpoint",
     "save_loss_plot",
     "train",
+    "train_step",
     "transformer_lr",
     "transformer_scheduler",
 ]

@@ -16,24 +16,19 @@ from dataclasses import dataclass
 
 import torch
 
-#: On a CPU, a model with fewer parameters trains with one thread. Small models spend much of
-#: a multi-threaded step waiting for the other threads; on a busy machine that wait is long.
-#: Measured on 2 cores, one training step of a 2,000-token batch, models of 0.3M to 15M
-#: parameters: at load 3-11, one thread was 1.5-8.5x faster than two at every size; at
-#: load 1.5-2, two threads were 1.4-1.9x faster. Robust beats fastest-when-idle for the
-#: models a CPU trains in minutes; above this size a run is long, and usually has the machine
-#: to itself. benchmarks/train_threads.py times the default run (docs/training.md's table). The
-#: laptop translator (the ``small`` preset, 7.6M parameters with its 8,000-token vocabulary,
-#: :data:`CPU_SIZED_MINUTES` on Multi30k) is above the line: one of its 4,096-token steps took
-#: 1.5 s with two threads and 2.6 s with one on 2 cores at load about 2 (alternating, 4 rounds each).
+#: On a CPU, a model with fewer parameters trains with one thread: a small model's step is a few
+#: milliseconds of work, and split over threads they mostly wait for each other, on a busy machine for
+#: a core. Above it, the laptop translator (the ``small`` preset, 7.6M parameters with its 8,000-token
+#: vocabulary) is faster with two. benchmarks/train_threads.py measures the default run (docs/training.md).
 ONE_THREAD_BELOW = 5_000_000
 #: A CPU run estimated to take longer than this is refused unless ``allow_slow`` is set.
 SLOW_RUN_SECONDS = 2 * 3600.0
 #: The model a CPU trains instead: the ``small`` preset, which ``train --dataset multi30k`` picks by
 #: itself on a machine without a CUDA GPU (docs/training.md, "A real translator on a laptop", has its time).
 CPU_SIZED = "--preset small"
-#: Minutes that recipe took on Multi30k on 2 cores, fastest and slowest seed of the committed record
-#: (benchmarks/results/multi30k-cpu.json, ``summary.wall_minutes``; tests/test_prose.py compares them).
+#: Minutes that recipe took on Multi30k on 2 cores, fastest and slowest seed: a copy of the course's record
+#: (benchmarks/results/multi30k-cpu.json, ``summary.wall_minutes``), which an installed package does not
+#: hold; tests/test_prose.py fails when the two differ.
 CPU_SIZED_MINUTES = (32, 50)
 
 

@@ -38,6 +38,7 @@ from .runfolder import (_check_out_folder, _EarlierRun, _first_missing, _remove_
 from .runlock import RunLock
 from .runlog import RunLog, loss_curves, read_log, trim_log
 from .schedule import transformer_scheduler
+from .step import paper_adam
 from .trainer import RUNNING_ZERO, Trainer
 
 
@@ -75,12 +76,6 @@ def _precision(options: TrainOptions, device: torch.device) -> bool:
     if device.type not in ("cuda", "cpu"):
         raise ValueError(f"precision 'bf16' is supported on cuda and cpu devices, got {device.type}")
     return True
-
-
-def _make_optimizer(model: Transformer, device: torch.device) -> torch.optim.Adam:
-    """Adam with the paper's (0.9, 0.98, 1e-9); the fused CUDA kernel on a GPU, foreach elsewhere."""
-    fast = {"fused": True} if device.type == "cuda" else {"foreach": True}
-    return torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, **fast)
 
 
 def _say(info: DistInfo, text: str) -> None:
@@ -175,7 +170,7 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
     valid_ids, _ = drop_long(encode_pairs(tokenizer, corpus.validation), config.max_len)
 
     model = Transformer(config).to(device)
-    optimizer = _make_optimizer(model, device)
+    optimizer = paper_adam(model.parameters(), device)
     scheduler = transformer_scheduler(optimizer, config.d_model, o.warmup or 4000, o.lr_factor or 1.0,
                                       o.lr_schedule)
     bf16 = _precision(o, device)

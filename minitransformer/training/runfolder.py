@@ -1,4 +1,4 @@
-"""The folder a run writes into: what it may replace, and what it sets aside and puts back (issue 19).
+"""The folder a run writes into: what it may replace, and what it sets aside and puts back.
 
 A run writes its checkpoints, ``log.jsonl``, ``tokenizer.json``, ``loss.png`` and ``best.pt`` into
 one folder (``--out``), locked by :mod:`.runlock`. Before anything is written, :func:`_check_out_folder`

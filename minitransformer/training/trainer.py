@@ -41,6 +41,7 @@ from .checkpoint_files import BEST, checkpoint_path, list_checkpoints
 from .corpus import IdPairs, Pairs
 from .distributed import DistInfo, StopRequest, all_gather_objects, all_reduce_sum, barrier
 from .loss import label_smoothed_nll
+from .step import train_step
 from .cpu import SLOW_RUN_SECONDS, CpuEstimate, SlowRunError, choose_threads, estimate_cpu_run, slow_run_message
 from .options import TrainOptions
 from .runlog import RunLog
@@ -192,31 +193,20 @@ class Trainer:
         Returns:
             Summed loss and NLL (tensors on the device), target tokens and all tokens of this process.
         """
-        scale = self.info.world_size / global_tokens  # DDP averages over processes
-        loss_total = torch.zeros((), device=self.device)
-        nll_total = torch.zeros((), device=self.device)
-        n_tgt = n_all = 0
-        for k, indices in enumerate(window):
-            batch = self.collate(indices, self.train_ids)
-            last = k == len(window) - 1
-            sync = self.module.no_sync() if self.info.enabled and not last else contextlib.nullcontext()
-            with sync:
-                with self.autocast():
-                    logits = self.module(batch.src, batch.tgt_in)  # (B, T, V)
-                loss_sum, nll_sum, _ = label_smoothed_nll(logits, batch.tgt_out, self.options.label_smoothing,
-                                                          self.tokenizer.pad_id)
-                (loss_sum * scale).backward()
-            loss_total += loss_sum.detach()
-            nll_total += nll_sum.detach()
-            n_tgt += batch.n_tgt_tokens
-            n_all += batch.n_src_tokens + batch.n_tgt_tokens
-        if self.options.clip_norm > 0:
-            self.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.options.clip_norm)
-        self._check_finite(loss_total, n_tgt)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return loss_total, nll_total, n_tgt, n_all
+        batches = [self.collate(indices, self.train_ids) for indices in window]
+        n_tgt = sum(batch.n_tgt_tokens for batch in batches)
+        n_all = sum(batch.n_src_tokens + batch.n_tgt_tokens for batch in batches)
+
+        def check(loss: torch.Tensor, grad_norm: torch.Tensor | None) -> None:
+            self.grad_norm = grad_norm
+            self._check_finite(loss, n_tgt)
+
+        loss, nll, _ = train_step(self.module, batches, self.optimizer, scheduler=self.scheduler,
+                                  scale=self.info.world_size / global_tokens,  # DDP averages over processes
+                                  label_smoothing=self.options.label_smoothing, pad_id=self.tokenizer.pad_id,
+                                  clip_norm=self.options.clip_norm, autocast=self.autocast,
+                                  no_sync=self.module.no_sync if self.info.enabled else None, check=check)
+        return loss, nll, n_tgt, n_all
 
     def _check_finite(self, loss: torch.Tensor, n_tgt: int) -> None:
         """Stop with :class:`DivergedError` before a step with a non-finite loss or gradient changes the weights.

@@ -34,7 +34,7 @@ document.addEventListener("DOMContentLoaded", () => {
   };
 });
 
-// Navigation: module and method names ("minitransformer.grading.attention_checks") have no spaces, so
+// Navigation: module and method names ("minitransformer.checks.lesson03") have no spaces, so
 // the sidebars broke them at any letter ("minitransformer.decodin|g"). Allow breaks only after a dot
 // or an underscore (course.css turns the letter-by-letter breaking off there).
 document.addEventListener("DOMContentLoaded", () => {

@@ -1,0 +1,78 @@
+"""One training step and the paper's Adam (lesson 07): what the trainer, the ablations and the benchmarks share."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from ..data import Batch
+from .loss import label_smoothed_nll
+
+
+def paper_adam(parameters: Iterable[nn.Parameter], device: torch.device, lr: float = 1.0) -> torch.optim.Adam:
+    """Adam with the paper's beta1 = 0.9, beta2 = 0.98 and eps = 1e-9 (section 5.3).
+
+    Args:
+        parameters: the model's parameters.
+        device: where they live: the fused kernel on CUDA, ``foreach`` elsewhere.
+        lr: the rate; 1 where :func:`transformer_scheduler` sets it at every step.
+    """
+    fast = {"fused": True} if device.type == "cuda" else {"foreach": True}
+    return torch.optim.Adam(parameters, lr=lr, betas=(0.9, 0.98), eps=1e-9, **fast)
+
+
+Context = Callable[[], contextlib.AbstractContextManager]
+
+
+def train_step(module: nn.Module, batches: Sequence[Batch], optimizer: torch.optim.Optimizer, *, scale: float,
+               label_smoothing: float, pad_id: int, scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+               clip_norm: float = 0.0, autocast: Context = contextlib.nullcontext, no_sync: Context | None = None,
+               check: Callable[[Tensor, Tensor | None], None] | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
+    """One optimizer update over ``batches`` (several: gradient accumulation).
+
+    Each batch: forward under ``autocast``, the label-smoothed loss summed over its target tokens,
+    backward of that sum times ``scale`` (1 / the target tokens of all the batches: the gradient is a
+    per-token mean). Then the gradient norm is clipped, ``check`` may refuse the step (it raises),
+    and Adam and the schedule step.
+
+    Args:
+        module: maps ``(src, tgt_in)`` to logits (B, T, V): a model, or it wrapped by DDP or ``torch.compile``.
+        batches: the batches of this update, on the module's device.
+        optimizer: e.g. :func:`paper_adam`.
+        scale: what each batch's summed loss is multiplied by before its backward pass.
+        label_smoothing: eps_ls of the loss.
+        pad_id: padding id of the targets.
+        scheduler: stepped after the optimizer (None: none).
+        clip_norm: gradient-norm clipping (0: off).
+        autocast: a context for the forward pass (bf16 autocast, or none).
+        no_sync: DDP's ``no_sync``: gradients are synchronised on the last batch only.
+        check: called with the summed loss and the gradient norm (None without clipping) before the update.
+
+    Returns:
+        The summed loss and NLL (detached), and the gradient norm before clipping (None without clipping).
+    """
+    device = batches[0].src.device
+    loss_total = torch.zeros((), device=device)
+    nll_total = torch.zeros((), device=device)
+    for k, batch in enumerate(batches):
+        last = k == len(batches) - 1
+        with no_sync() if no_sync is not None and not last else contextlib.nullcontext():
+            with autocast():
+                logits = module(batch.src, batch.tgt_in)  # (B, T, V)
+            loss_sum, nll_sum, _ = label_smoothed_nll(logits, batch.tgt_out, label_smoothing, pad_id)
+            (loss_sum * scale).backward()
+        loss_total += loss_sum.detach()
+        nll_total += nll_sum.detach()
+    grad_norm = None
+    if clip_norm > 0:
+        grad_norm = torch.nn.utils.clip_grad_norm_(module.parameters(), clip_norm)
+    if check is not None:
+        check(loss_total, grad_norm)
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss_total, nll_total, grad_norm
