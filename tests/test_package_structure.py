@@ -1,4 +1,4 @@
-"""The packages' shape: no import circle between their modules, and no module past a line budget.
+"""The packages' shape: no import circle between their modules, and each within a budget of lines on its total.
 
 Both packages of the repository: the learner's ``minitransformer`` and the instructor's grader
 (``grader/minitransformer_grader``), which the library never imports.
@@ -18,11 +18,10 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "minitransformer"
 GRADER = Path(__file__).resolve().parents[1] / "grader" / "minitransformer_grader"
 
-# DESIGN.md asks for modules of "a few hundred lines at most": one a new contributor reads in one
-# sitting. 600 lines is the most any module of the package holds (cli.py, 595, is the largest); a
-# module that grows past it does more than one job and is split, or is named here with the reason.
-LINE_BUDGET = 600
-OVER_BUDGET: dict[str, str] = {}  # "minitransformer/x.py": why it may be longer (none today)
+# Budgets on totals, not on files (as tinygrad keeps its line count): a cap per file only moves code
+# between files. The core is the paper in lesson order, what a learner reads like minGPT.
+CORE = ("config", "masks", "embeddings", "attention", "layers", "model", "cache", "decoding", "variants", "interop")
+BUDGETS = {"core": 2_070, "minitransformer": 17_000, "grader": 3_500}  # the core's aim is 1,400 (issue 41)
 
 
 def _module_name(root: Path, path: Path) -> str:
@@ -148,14 +147,16 @@ def test_a_circle_through_a_package_init_is_found(tmp_path: Path) -> None:
     assert import_cycles(import_graph(package)) == [["pkg", "pkg.a"]]
 
 
-def test_every_module_fits_the_line_budget() -> None:
-    root = PACKAGE.parent
-    sizes = {p.relative_to(root).as_posix(): len(p.read_text(encoding="utf-8").splitlines())
-             for package in (PACKAGE, GRADER) for p in package.rglob("*.py")}
-    over = {name: n for name, n in sizes.items() if n > LINE_BUDGET and name not in OVER_BUDGET}
-    assert not over, f"modules over {LINE_BUDGET} lines (split them by job, or list them in OVER_BUDGET): {over}"
-    stale = [name for name in OVER_BUDGET if sizes.get(name, 0) <= LINE_BUDGET]
-    assert not stale, f"OVER_BUDGET names modules that are no longer over the budget: {stale}"
+def _lines(paths) -> int:
+    return sum(len(p.read_text(encoding="utf-8").splitlines()) for p in paths)
+
+
+def test_the_packages_fit_their_line_budgets() -> None:
+    sizes = {"core": _lines(PACKAGE / f"{name}.py" for name in CORE),
+             "minitransformer": _lines(PACKAGE.rglob("*.py")), "grader": _lines(GRADER.rglob("*.py"))}
+    print("lines:", ", ".join(f"{name} {n:,} of {BUDGETS[name]:,}" for name, n in sizes.items()))
+    over = {name: n for name, n in sizes.items() if n > BUDGETS[name]}
+    assert not over, f"over the line budget (tests/test_package_structure.py, BUDGETS): {over}"
 
 
 def test_the_checks_export_the_check_of_every_exercise_module() -> None:
