@@ -56,6 +56,6 @@ def make_workspace(course: str | Path, out: str | Path) -> tuple[list[Path], lis
         link = out / name
         if link.exists() or link.is_symlink():
             continue
-        (course / name).mkdir(exist_ok=True)  # runs/ appears once something is trained
+        # A link to a folder not there yet (runs/, until something is trained) works once it appears.
         link.symlink_to(Path(os.path.relpath((course / name).resolve(), out.resolve())), target_is_directory=True)
     return copied, kept
