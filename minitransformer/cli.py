@@ -19,16 +19,19 @@ import contextlib
 import io
 import sys
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from .training.options import CPU_RECIPES, DATASETS, PRECISIONS, PRESETS, RECIPES
+from .training.options import CPU_RECIPES, DATASETS, RECIPES, TrainOptions, check_device_name, field_type
 
 _UNSET = object()
-_SIZES = ("d_model", "n_heads", "d_ff", "layers", "dropout")
+_GROUPS = {"data": "data", "model": "model (a preset, then any size given here)", "training": "training",
+           "output": "output"}
 
 
-def _recipe(name: str) -> str:
+def _recipe_default(name: str, otherwise: str | None) -> str:
+    """" (default by dataset: ...)" from the recipes, or "" where no recipe sets ``name``."""
     values = []
     for d in DATASETS:
         gpu, cpu = RECIPES[d].get(name), CPU_RECIPES.get(d, RECIPES[d]).get(name)
@@ -39,110 +42,27 @@ def _recipe(name: str) -> str:
             values.append(f"{d}: {', '.join(parts)}")
     if not values:
         return ""
-    if name in _SIZES and len(values) < len(DATASETS):
-        values.append("otherwise the preset's")
+    if otherwise and len(values) < len(DATASETS):
+        values.append(f"otherwise {otherwise}")
     return f" (default by dataset: {', '.join(values)})"
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
-    """Add every option of ``train`` (one per field of :class:`TrainOptions`)."""
-    data = p.add_argument_group("data")
-    data.add_argument("--dataset", choices=DATASETS, default="dates",
-                      help="dates (generated with Babel), multi30k (downloaded, checked, cached) or text "
-                           "(your own parallel files) (default: dates)")
-    data.add_argument("--src-locale", default="en_US", help="dates: CLDR locale of the source (default: en_US)")
-    data.add_argument("--tgt-locale", default="de_DE", help="dates: CLDR locale of the target, e.g. de_DE, hu_HU, "
-                                                            "fr_FR (default: de_DE)")
-    data.add_argument("--src-lang", choices=("de", "en"), help="multi30k: source language (default: the other of "
-                                                                "--tgt-lang, else de)")
-    data.add_argument("--tgt-lang", choices=("de", "en"), help="multi30k: target language (default: the other of "
-                                                                "--src-lang)")
-    data.add_argument("--data-dir", help="multi30k: an existing folder with its six .gz files (default: "
-                                         "$MINITRANSFORMER_MULTI30K_DIR, else ~/.cache/minitransformer/multi30k, "
-                                         "where missing files are downloaded)")
-    for split, what in (("", "training"), ("valid-", "validation"), ("test-", "test (optional)")):
-        data.add_argument(f"--{split}src-file", help=f"text: {what} source sentences, one per line (plain or .gz)")
-        data.add_argument(f"--{split}tgt-file", help=f"text: {what} target sentences, line-aligned with the source")
-    data.add_argument("--train-size", type=int, help="dates: number of training dates; multi30k/text: use only the "
-                                                     "first N training pairs" + _recipe("train_size"))
-    data.add_argument("--vocab-size", type=int, help="largest shared BPE vocabulary, special tokens included"
-                                                     + _recipe("vocab_size"))
-    model = p.add_argument_group("model (a preset, then any size given here)")
-    model.add_argument("--preset", choices=PRESETS,
-                       help="model sizes of TransformerConfig.<preset>()" + _recipe("preset"))
-    model.add_argument("--d-model", type=int, help="width of the model, d_model" + _recipe("d_model"))
-    model.add_argument("--n-heads", type=int, help="attention heads, h" + _recipe("n_heads"))
-    model.add_argument("--d-ff", type=int, help="inner width of the feed-forward network, d_ff" + _recipe("d_ff"))
-    model.add_argument("--layers", type=int, help="layers N of the encoder and of the decoder" + _recipe("layers"))
-    model.add_argument("--dropout", type=float, help="dropout P_drop" + _recipe("dropout"))
-    model.add_argument("--norm-first", action=argparse.BooleanOptionalAction, default=None,
-                       help="pre-LN layers, a departure from the paper's post-LN (default: post-LN)")
-    model.add_argument("--embedding-init", choices=("normal", "xavier"),
-                       help="start of the token embedding tables: normal, N(0, 1/d_model), the size of the "
-                            "positional encoding once scaled by sqrt(d_model), as the paper's reference code; "
-                            "xavier, Xavier-uniform like every other matrix, far smaller (default: normal)")
-    run = p.add_argument_group("training")
-    run.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps "
-                                                      "(default: auto)")
-    run.add_argument("--threads", type=int, help="CPU threads of PyTorch during the run (default: 1 for models "
-                                                  "under 20M parameters on a CPU, which keeps them fast on a busy "
-                                                  "machine; else PyTorch's; OMP_NUM_THREADS is respected)")
-    run.add_argument("--allow-slow", action="store_true", help="start a CPU run estimated to take more than 2 "
-                                                               "hours (refused otherwise, with the estimate)")
-    run.add_argument("--precision", choices=PRECISIONS, default="auto",
-                     help="fp32, or bf16 autocast; auto is bf16 on a CUDA GPU that supports it (default: auto)")
-    run.add_argument("--compile", action="store_true", help="wrap the model in torch.compile (best on a GPU)")
-    run.add_argument("--batch-tokens", type=int, help="token budget of each side of a batch, padding included; "
-                                                      "the paper used ~25000" + _recipe("batch_tokens"))
-    run.add_argument("--accumulate", type=int, default=1, help="batches whose gradients add up before each "
-                                                               "optimizer step (default: 1)")
-    run.add_argument("--epochs", type=int, help="passes over the training data" + _recipe("epochs"))
-    run.add_argument("--max-steps", type=int, help="stop after this many optimizer steps (with --epochs, "
-                                                   "whichever comes first; alone, no epoch limit)")
-    run.add_argument("--time-budget", type=float, help="stop after the step that passes this many seconds of "
-                                                       "training (compilation and validation included)")
-    run.add_argument("--warmup", type=int, help="warm-up steps of the learning rate (paper: 4000)" + _recipe("warmup"))
-    run.add_argument("--lr-factor", type=float, help="lr = factor * d_model^-0.5 * min(step^-0.5, "
-                                                     "step * warmup^-1.5)" + _recipe("lr_factor"))
-    run.add_argument("--lr-schedule", choices=("inverse_sqrt", "constant"), default="inverse_sqrt",
-                     help="inverse_sqrt: the paper's warm-up then decay; constant: its peak rate from the first "
-                          "step, no warm-up (default: inverse_sqrt)")
-    run.add_argument("--label-smoothing", type=float, default=0.1, help="epsilon of label smoothing (default: 0.1)")
-    run.add_argument("--clip-norm", type=float, default=1.0, help="clip the gradient norm to this; 0: no clipping "
-                                                                  "(default: 1.0)")
-    run.add_argument("--target", type=float,
-                     help="stop once the validation exact match (a fraction in (0, 1], dates) or BLEU (multi30k, "
-                          "text) reaches this; 0: never"
-                          + _recipe("target"))
-    run.add_argument("--checks-per-epoch", type=int,
-                     help="with a target: validate this many times per epoch, evenly spaced, so that the run stops "
-                          "soon after it first reaches the target; 1: at epoch ends only" + _recipe("checks_per_epoch"))
-    run.add_argument("--eval-sentences", type=int, help="validation (at each check) and test (at the end) "
-                                                        "sentences translated for the quality figure (default: all)")
-    run.add_argument("--valid-sentences", type=int, help="translate at most this many validation sentences at each "
-                                                         "check; the test split is not affected (default: as "
-                                                         "--eval-sentences" + _recipe("valid_sentences").replace(
-                                                             " (default by dataset:", ";") )
-    run.add_argument("--seed", type=int, default=0, help="seed of initialisation, dropout and batch order (default: 0)")
-    files = p.add_argument_group("output")
-    files.add_argument("--out", help="output folder for checkpoints, log.jsonl, loss.png, tokenizer.json; a "
-                                     "folder holding other files is refused without --overwrite, except the "
-                                     "log.jsonl and tokenizer.json of a run stopped before its first checkpoint "
-                                     "(default: runs/<dataset>; with --resume FILE_OR_FOLDER, that run's folder)")
-    files.add_argument("--resume", nargs="?", const="auto", help="continue from the newest checkpoint of --out, or "
-                                                                 "of the given checkpoint file or run folder; "
-                                                                 "not with --overwrite")
-    files.add_argument("--overwrite", action="store_true", help="start afresh in an --out folder that holds "
-                                                                "checkpoints of an earlier run (replaced once the "
-                                                                "new run has written its first checkpoint)")
-    files.add_argument("--log-every", type=int, default=10, help="steps between records of log.jsonl (default: 10)")
-    files.add_argument("--save-every", type=int, help="also write a checkpoint every N steps (default: at the end "
-                                                      "of each epoch only)")
-    files.add_argument("--keep", type=int, default=5, help="newest checkpoints kept (default: 5)")
-    files.add_argument("--show", type=int, default=5, help="test translations printed at the end; 0: none (default: 5)")
-    files.add_argument("--test-beam", type=int, default=4, help="the test split is scored with greedy decoding and "
-                                                                "with beam search of this size, length penalty 0.6 "
-                                                                "(paper: 4); 1: greedy only (default: 4)")
+    """Add a ``train`` flag for each field of :class:`TrainOptions`, with the help in its metadata."""
+    groups = {key: p.add_argument_group(title) for key, title in _GROUPS.items()}
+    for f in fields(TrainOptions):
+        flag = dict(f.metadata)
+        group, doc, otherwise = groups[flag.pop("group")], flag.pop("doc"), flag.pop("otherwise", None)
+        kind = field_type(f)
+        if kind is bool:
+            flag["action"] = "store_true" if f.default is False else argparse.BooleanOptionalAction
+        elif kind is not str:
+            flag["type"] = kind
+        if f.default is None:
+            doc += _recipe_default(f.name, otherwise)
+        elif kind is not bool:
+            doc += f" (default: {f.default})"
+        group.add_argument("--" + f.name.replace("_", "-"), default=f.default, help=doc, **flag)
 
 
 class _Renamed(io.TextIOBase):
@@ -266,7 +186,7 @@ _NOT_RESUMED = {"overwrite": False}
 
 def _train_options(args: argparse.Namespace, argv: Sequence[str]) -> tuple[Any, dict[str, Any] | None, Path | None]:
     """The run's options; when resuming, also the checkpoint resumed from and its path."""
-    from .training import TrainOptions, load_checkpoint
+    from .training import load_checkpoint
     from .training.checkpoint import REPLACED_RUN, check_same_run, checkpoint_to_resume, run_folder_of
 
     values = {k: v for k, v in vars(args).items() if k != "command"}
@@ -296,7 +216,7 @@ def _run_train(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .training import train
     from .training.stopping import finished_reason
 
-    _check_device(args.device)
+    check_device_name(args.device, "--device")
     options, checkpoint, path = _train_options(args, argv)
     if checkpoint is not None:
         o = options.resolved()
@@ -313,15 +233,6 @@ def _run_train(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(f"checkpoint: {result.checkpoint}   log: {result.out / 'log.jsonl'}   curve: {result.out / 'loss.png'}"
               f"   ({result.seconds:.0f} s)")
     return 130 if result.interrupted else 0
-
-
-def _check_device(device: str) -> None:
-    from .training.options import check_device_name
-
-    try:
-        check_device_name(device)
-    except ValueError:
-        raise ValueError(f"--device must be auto, cpu, cuda, cuda:<index> or mps, got {device!r}") from None
 
 
 def _read_standard_input(path: str | None = None) -> list[str]:
@@ -379,7 +290,7 @@ def _run_translate(args: argparse.Namespace) -> int:
     from .training import load_model
     from .utils import get_device
 
-    _check_device(args.device)
+    check_device_name(args.device, "--device")
     if not math.isfinite(args.alpha) or args.alpha < 0:
         raise ValueError(f"--alpha (the length penalty of beam search) must be a finite number >= 0, got {args.alpha}")
     if args.extra_length < 0:
@@ -443,7 +354,7 @@ def _run_attention(args: argparse.Namespace) -> int:
     from .training import load_model
     from .utils import get_device
 
-    _check_device(args.device)
+    check_device_name(args.device, "--device")
     if not args.text.strip():
         raise ValueError("the source sentence is empty: expected text to draw the attention of")
     if Path(args.out).exists() and not Path(args.out).is_dir():

@@ -1,23 +1,14 @@
 """Every setting of a training run in one dataclass, with per-dataset recipes (lesson 07).
 
-A field left at ``None`` takes the value of the dataset's recipe (:data:`RECIPES`), then of
-the model preset. The ``dates`` recipe is what ``python -m minitransformer train`` runs: a
-2+2-layer d_model=64 model that reaches full exact match on held-out dates in minutes on a CPU
-(docs/training.md, "How long training takes"). Its peak learning rate is gentle (factor 0.3,
-warm-up 400) because higher rates learn as fast but swing between checks, and it stops as soon as
-every validation date comes out right; the best check's weights (``best.pt``) are the ones tested.
-The ``multi30k`` and ``text`` recipes are the paper's base model for a GPU, with a warm-up
-shortened to the size of the data set. On a machine without a CUDA GPU, ``multi30k`` takes its
-laptop recipe instead (:data:`CPU_RECIPES`): the ``small`` model (d_model 256, 3+3 layers, 7.6M
-weights with its 8,000-token vocabulary), 10 epochs, and validation BLEU on the first 300 sentences
-(docs/training.md, "A real translator on a laptop", gives the measured figures).
+A field left at ``None`` takes the value of the dataset's recipe, then of the model preset.
+Each field's metadata holds the help of its ``train`` flag: the command line is built from it.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import Field, asdict, dataclass, field, fields, replace
 from pathlib import Path
-from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import torch
@@ -32,13 +23,16 @@ PRECISIONS = ("auto", "fp32", "bf16")
 
 #: Defaults of each dataset for the fields left at None.
 RECIPES: dict[str, dict[str, Any]] = {
+    # Reaches full exact match on held-out dates in minutes on a CPU (docs/training.md).
     "dates": dict(
         preset="tiny", d_model=64, n_heads=4, d_ff=256, layers=2, dropout=0.0,
-        vocab_size=1000, train_size=20_000, batch_tokens=2000, warmup=400, lr_factor=0.3,
-        epochs=8, target=1.0, checks_per_epoch=4,
+        vocab_size=1000, train_size=20_000, batch_tokens=2000,
+        warmup=400, lr_factor=0.3,  # higher peaks learn as fast but swing between checks
+        epochs=8,
+        target=1.0, checks_per_epoch=4,  # stop soon after every validation date comes out right
     ),
-    # Multi30k is small: 29,000 pairs make ~120 steps of 4,096 tokens, so the paper's 4,000
-    # warm-up steps (for 100,000 steps of 25,000 tokens) would last 35 epochs.
+    # The paper's base model, for a GPU. Multi30k's 29,000 pairs make ~120 steps of 4,096 tokens,
+    # so the paper's 4,000 warm-up steps (for 100,000 steps of 25,000 tokens) would last 35 epochs.
     "multi30k": dict(
         preset="base", vocab_size=8000, batch_tokens=4096, warmup=1500, lr_factor=1.0, epochs=40,
     ),
@@ -46,26 +40,21 @@ RECIPES: dict[str, dict[str, Any]] = {
         preset="base", vocab_size=8000, batch_tokens=4096, warmup=1500, lr_factor=1.0, epochs=40,
     ),
 }
-#: The recipes that replace :data:`RECIPES` on a machine without a CUDA GPU (CPU, or Apple's mps).
-#: Multi30k on a laptop: the ``small`` preset, a warm-up of 400 steps (~3.5 epochs of ~115
-#: steps), a gentler factor (peak rate 0.0016), 10 epochs; each epoch's validation translates
-#: only the first 300 sentences greedily (a full validation would cost a minute an epoch on
-#: 2 cores); the test split is still scored in full.
+#: The recipes that replace :data:`RECIPES` off CUDA (CPU, or Apple's mps): a translator on a laptop.
 CPU_RECIPES: dict[str, dict[str, Any]] = {
     "multi30k": dict(
-        preset="small", vocab_size=8000, batch_tokens=4096, warmup=400, lr_factor=0.5, epochs=10,
-        valid_sentences=300,
+        preset="small",  # d_model 256, 3+3 layers: 7.6M weights with 8,000 tokens
+        vocab_size=8000, batch_tokens=4096,
+        warmup=400,  # ~3.5 epochs of ~115 steps
+        lr_factor=0.5,  # a gentler peak rate, 0.0016
+        epochs=10,
+        valid_sentences=300,  # a full greedy validation costs a minute an epoch on 2 cores
     ),
 }
 
 
 def recipe(dataset: str, device: str | torch.device = "auto") -> dict[str, Any]:
-    """The defaults of ``dataset`` on ``device``: :data:`CPU_RECIPES` off CUDA where there is one, else :data:`RECIPES`.
-
-    Args:
-        dataset: one of :data:`DATASETS`.
-        device: "auto" (CUDA when available, as the run would choose), or a device name.
-    """
+    """The defaults of ``dataset`` on ``device`` ("auto": CUDA if there is one): CPU_RECIPES off CUDA."""
     if dataset not in DATASETS:
         raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}")
     name = str(device)
@@ -73,126 +62,105 @@ def recipe(dataset: str, device: str | torch.device = "auto") -> dict[str, Any]:
     return dict(RECIPES[dataset] if cuda or dataset not in CPU_RECIPES else CPU_RECIPES[dataset])
 
 
+def option(default: Any = None, doc: str = "", group: str = "training", **flag: Any) -> Any:
+    """A field of :class:`TrainOptions` with the help of its flag; ``flag`` goes to ``add_argument``.
+
+    ``group`` is the section of ``train --help``; ``otherwise`` (in ``flag``) says what a field
+    left at None means where no recipe sets it.
+    """
+    return field(default=default, metadata={"doc": doc, "group": group, **flag})
+
+
 @dataclass
 class TrainOptions:
-    """Settings of one training run; the command line's ``train`` options, one for one.
+    """Settings of one training run: the ``train`` command's options, one field per flag."""
 
-    Args:
-        dataset: "dates", "multi30k" or "text".
-        src_locale: dates: CLDR locale of the source (e.g. "en_US").
-        tgt_locale: dates: CLDR locale of the target (e.g. "de_DE", "hu_HU").
-        src_lang: multi30k: source language, "de" or "en" (default: the other of
-            ``tgt_lang``, else "de"). For dates runs it is set to the source locale's
-            language, so that the log says what was translated.
-        tgt_lang: multi30k: target language (default: the other of ``src_lang``).
-        data_dir: multi30k: folder with its files (else $MINITRANSFORMER_MULTI30K_DIR or the cache).
-        src_file: text: training source file, one sentence per line (plain or .gz).
-        tgt_file: text: training target file, line-aligned with ``src_file``.
-        valid_src_file: text: validation source file.
-        valid_tgt_file: text: validation target file.
-        test_src_file: text: optional test source file.
-        test_tgt_file: text: optional test target file.
-        train_size: dates: number of training dates; multi30k/text: use only the first N pairs.
-        vocab_size: largest BPE vocabulary (special tokens included).
-        preset: model preset "tiny", "small", "base" or "big".
-        d_model, n_heads, d_ff, layers, dropout, norm_first: override the preset
-            (``layers`` sets both stacks).
-        embedding_init: how the token embedding tables start, "normal" or "xavier" (None: the
-            config's default, "normal"; see :class:`~minitransformer.config.TransformerConfig`).
-        device: "auto", "cpu", "cuda", "cuda:1", "mps".
-        threads: CPU threads of PyTorch during the run (None: one thread for models below
-            :data:`~minitransformer.training.cpu.ONE_THREAD_BELOW` parameters on a CPU,
-            else PyTorch's default; ``OMP_NUM_THREADS``, when set, is respected).
-        allow_slow: start a run whose estimated time on a CPU exceeds
-            :data:`~minitransformer.training.cpu.SLOW_RUN_SECONDS` (otherwise refused).
-        precision: "auto" (bf16 on a CUDA GPU that supports it, else fp32), "fp32" or "bf16".
-        compile: wrap the model in ``torch.compile``.
-        batch_tokens: token budget of each side of a batch (paper: ~25,000).
-        accumulate: batches whose gradients add up before each optimizer step.
-        epochs: passes over the training data.
-        max_steps: stop after this many optimizer steps (whichever of the two comes first).
-        time_budget: stop after the step that passes this many seconds of training (the
-            loop itself: compilation and validation count, setup does not); None: no limit.
-        warmup: warm-up steps of the learning-rate schedule (paper: 4000).
-        lr_factor: factor of the schedule.
-        lr_schedule: "inverse_sqrt" (the paper: warm-up, then 1/sqrt(step)) or "constant"
-            (the schedule's peak rate from the first step on: no warm-up; lesson 10's ablation).
-        label_smoothing: eps_ls (paper: 0.1).
-        clip_norm: clip the gradient norm to this; 0 switches clipping off.
-        target: stop once the validation quality figure (exact match, a fraction in (0, 1],
-            for dates; BLEU in (0, 100] otherwise) reaches this; 0 switches the rule off.
-        checks_per_epoch: with a ``target``, validate this many times per epoch (evenly spaced,
-            the last at the epoch's end), so that a run stops soon after it first reaches the
-            target rather than up to an epoch later; 1: at epoch ends only.
-        eval_sentences: validation (each epoch) and test (at the end) sentences translated
-            for the quality figure (None: all).
-        valid_sentences: translate at most this many validation sentences at each check
-            (None: as ``eval_sentences``); the test split is not affected.
-        out: output folder (default: the run folder of ``resume`` when it names a checkpoint
-            or folder, else ``runs/<dataset>``). A new run refuses a folder that holds files
-            but no run unless ``overwrite``; a resumed run refuses one that holds another run's.
-        resume: checkpoint file or run folder to continue from ("auto": the newest checkpoint of ``out``).
-        overwrite: start afresh in an output folder that holds an earlier run's checkpoints
-            (not together with ``resume``).
-        seed: seed of the model's initialisation, dropout and batch order.
-        log_every: steps between the records of the JSON lines log.
-        save_every: also write a checkpoint every this many steps (None: at epoch ends only).
-        keep: checkpoints kept in the folder (the oldest are deleted).
-        show: translations printed at the end (0: none).
-        test_beam: beam size of a second test translation (paper: 4, length penalty 0.6);
-            1 scores greedy decoding only.
-    """
-
-    dataset: str = "dates"
-    src_locale: str = "en_US"
-    tgt_locale: str = "de_DE"
-    src_lang: str | None = None
-    tgt_lang: str | None = None
-    data_dir: str | None = None
-    src_file: str | None = None
-    tgt_file: str | None = None
-    valid_src_file: str | None = None
-    valid_tgt_file: str | None = None
-    test_src_file: str | None = None
-    test_tgt_file: str | None = None
-    train_size: int | None = None
-    vocab_size: int | None = None
-    preset: str | None = None
-    d_model: int | None = None
-    n_heads: int | None = None
-    d_ff: int | None = None
-    layers: int | None = None
-    dropout: float | None = None
-    norm_first: bool | None = None
-    embedding_init: str | None = None
-    device: str = "auto"
-    threads: int | None = None
-    allow_slow: bool = False
-    precision: str = "auto"
-    compile: bool = False
-    batch_tokens: int | None = None
-    accumulate: int = 1
-    epochs: int | None = None
-    max_steps: int | None = None
-    time_budget: float | None = None
-    warmup: int | None = None
-    lr_factor: float | None = None
-    lr_schedule: str = "inverse_sqrt"
-    label_smoothing: float = 0.1
-    clip_norm: float = 1.0
-    target: float | None = None
-    checks_per_epoch: int | None = None
-    eval_sentences: int | None = None
-    valid_sentences: int | None = None
-    out: str | None = None
-    resume: str | None = None
-    overwrite: bool = False
-    seed: int = 0
-    log_every: int = 10
-    save_every: int | None = None
-    keep: int = 5
-    show: int = 5
-    test_beam: int = 4
+    dataset: str = option("dates", "dates (generated with Babel), multi30k (downloaded, checked, cached) or text "
+                          "(your own parallel files)", "data", choices=DATASETS)
+    src_locale: str = option("en_US", "dates: CLDR locale of the source", "data")
+    tgt_locale: str = option("de_DE", "dates: CLDR locale of the target, e.g. de_DE, hu_HU, fr_FR", "data")
+    # For dates runs, resolved() sets the languages from the locales, so the log says what was translated.
+    src_lang: str | None = option(None, "multi30k: source language (default: the other of --tgt-lang, else de)",
+                                  "data", choices=("de", "en"))
+    tgt_lang: str | None = option(None, "multi30k: target language (default: the other of --src-lang)", "data",
+                                  choices=("de", "en"))
+    data_dir: str | None = option(None, "multi30k: an existing folder with its six .gz files (default: "
+                                  "$MINITRANSFORMER_MULTI30K_DIR, else ~/.cache/minitransformer/multi30k, where "
+                                  "missing files are downloaded)", "data")
+    src_file: str | None = option(None, "text: training source sentences, one per line (plain or .gz)", "data")
+    tgt_file: str | None = option(None, "text: training target sentences, line-aligned with the source", "data")
+    valid_src_file: str | None = option(None, "text: validation source sentences, one per line (plain or .gz)",
+                                        "data")
+    valid_tgt_file: str | None = option(None, "text: validation target sentences, line-aligned with the source",
+                                        "data")
+    test_src_file: str | None = option(None, "text: test (optional) source sentences, one per line (plain or .gz)",
+                                       "data")
+    test_tgt_file: str | None = option(None, "text: test (optional) target sentences, line-aligned with the source",
+                                       "data")
+    train_size: int | None = option(None, "dates: number of training dates; multi30k/text: use only the first N "
+                                    "training pairs", "data", otherwise="all")
+    vocab_size: int | None = option(None, "largest shared BPE vocabulary, special tokens included", "data")
+    preset: str | None = option(None, "model sizes of TransformerConfig.<preset>()", "model", choices=PRESETS)
+    d_model: int | None = option(None, "width of the model, d_model", "model", otherwise="the preset's")
+    n_heads: int | None = option(None, "attention heads, h", "model", otherwise="the preset's")
+    d_ff: int | None = option(None, "inner width of the feed-forward network, d_ff", "model",
+                              otherwise="the preset's")
+    layers: int | None = option(None, "layers N of the encoder and of the decoder", "model", otherwise="the preset's")
+    dropout: float | None = option(None, "dropout P_drop", "model", otherwise="the preset's")
+    norm_first: bool | None = option(None, "pre-LN layers, a departure from the paper's post-LN (default: post-LN)",
+                                     "model")
+    embedding_init: str | None = option(None, "start of the token embedding tables: normal, N(0, 1/d_model), the "
+                                        "size of the positional encoding once scaled by sqrt(d_model), as the "
+                                        "paper's reference code; xavier, Xavier-uniform like every other matrix, far "
+                                        "smaller (default: normal)", "model", choices=("normal", "xavier"))
+    device: str = option("auto", "auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps")
+    threads: int | None = option(None, "CPU threads of PyTorch during the run (default: 1 for models under 20M "
+                                 "parameters on a CPU, which keeps them fast on a busy machine; else PyTorch's; "
+                                 "OMP_NUM_THREADS is respected)")
+    allow_slow: bool = option(False, "start a CPU run estimated to take more than 2 hours (refused otherwise, with "
+                              "the estimate)")
+    precision: str = option("auto", "fp32, or bf16 autocast; auto is bf16 on a CUDA GPU that supports it",
+                            choices=PRECISIONS)
+    compile: bool = option(False, "wrap the model in torch.compile (best on a GPU)")
+    batch_tokens: int | None = option(None, "token budget of each side of a batch, padding included; the paper used "
+                                      "~25000")
+    accumulate: int = option(1, "batches whose gradients add up before each optimizer step")
+    epochs: int | None = option(None, "passes over the training data")
+    max_steps: int | None = option(None, "stop after this many optimizer steps (with --epochs, whichever comes "
+                                   "first; alone, no epoch limit)")
+    time_budget: float | None = option(None, "stop after the step that passes this many seconds of training "
+                                       "(compilation and validation included)")
+    warmup: int | None = option(None, "warm-up steps of the learning rate (paper: 4000)")
+    lr_factor: float | None = option(None, "lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)")
+    lr_schedule: str = option("inverse_sqrt", "inverse_sqrt: the paper's warm-up then decay; constant: its peak rate "
+                              "from the first step, no warm-up", choices=("inverse_sqrt", "constant"))
+    label_smoothing: float = option(0.1, "epsilon of label smoothing")
+    clip_norm: float = option(1.0, "clip the gradient norm to this; 0: no clipping")
+    target: float | None = option(None, "stop once the validation exact match (a fraction in (0, 1], dates) or BLEU "
+                                  "(multi30k, text) reaches this; 0: never")
+    checks_per_epoch: int | None = option(None, "with a target: validate this many times per epoch, evenly spaced, "
+                                          "so that the run stops soon after it first reaches the target; 1: at "
+                                          "epoch ends only")
+    eval_sentences: int | None = option(None, "validation (at each check) and test (at the end) sentences "
+                                        "translated for the quality figure (default: all)")
+    valid_sentences: int | None = option(None, "translate at most this many validation sentences at each check; "
+                                         "the test split is not affected", otherwise="as --eval-sentences")
+    out: str | None = option(None, "output folder for checkpoints, log.jsonl, loss.png, tokenizer.json; a folder "
+                             "holding other files is refused without --overwrite, except the log.jsonl and "
+                             "tokenizer.json of a run stopped before its first checkpoint (default: runs/<dataset>; "
+                             "with --resume FILE_OR_FOLDER, that run's folder)", "output")
+    resume: str | None = option(None, "continue from the newest checkpoint of --out, or of the given checkpoint file "
+                                "or run folder; not with --overwrite", "output", nargs="?", const="auto")
+    overwrite: bool = option(False, "start afresh in an --out folder that holds checkpoints of an earlier run "
+                             "(replaced once the new run has written its first checkpoint)", "output")
+    seed: int = option(0, "seed of initialisation, dropout and batch order")
+    log_every: int = option(10, "steps between records of log.jsonl", "output")
+    save_every: int | None = option(None, "also write a checkpoint every N steps (default: at the end of each epoch "
+                                    "only)", "output")
+    keep: int = option(5, "newest checkpoints kept", "output")
+    show: int = option(5, "test translations printed at the end; 0: none", "output")
+    test_beam: int = option(4, "the test split is scored with greedy decoding and with beam search of this size, "
+                            "length penalty 0.6 (paper: 4); 1: greedy only", "output")
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -218,8 +186,9 @@ class TrainOptions:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.show < 0:
             raise ValueError(f"show must be >= 0 (translations printed at the end), got {self.show}")
-        for name in ("train_size", "vocab_size", "batch_tokens", "epochs", "max_steps", "warmup",
-                     "eval_sentences", "valid_sentences", "checks_per_epoch", "save_every", "d_model", "n_heads", "d_ff", "layers", "threads"):
+        for name in ("train_size", "vocab_size", "batch_tokens", "epochs", "max_steps", "warmup", "eval_sentences",
+                     "valid_sentences", "checks_per_epoch", "save_every", "d_model", "n_heads", "d_ff", "layers",
+                     "threads"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1 when given, got {value}")
@@ -260,24 +229,20 @@ class TrainOptions:
     def _check_types(self) -> None:
         """A TypeError for a field of the wrong type (``dropout="0.1"``, ``epochs=2.5``)."""
         for f in fields(self):
-            value = getattr(self, f.name)
-            kinds = _FIELD_TYPES[f.name]
-            if value is None and type(None) in kinds:
+            value, base, optional = getattr(self, f.name), field_type(f), f.type.endswith("| None")
+            if value is None and optional:
                 continue
             # bool is an int to Python, but True epochs is a mistake; an int is fine where a float is wanted.
-            ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
-            if not ok:
-                names = ["a number" if k is float else "None" if k is type(None) else k.__name__
-                         for k in kinds if not (k is int and float in kinds)]
-                expected = " or ".join(names)
-                raise TypeError(f"{f.name} must be {expected}, got {type(value).__name__} {value!r}")
+            kinds = (int, float) if base is float else (base,)
+            if not isinstance(value, kinds) or (isinstance(value, bool) and base is not bool):
+                expected = "a number" if base is float else base.__name__
+                raise TypeError(f"{f.name} must be {expected}{' or None' if optional else ''}, "
+                                f"got {type(value).__name__} {value!r}")
 
     def resolved(self) -> TrainOptions:
-        """A copy with every None that the dataset's recipe knows filled in, and ``out`` set.
+        """A copy with every None that the recipe for the run's device knows filled in, and ``out`` set.
 
-        ``epochs`` stays None (no limit) when ``max_steps`` is given. The recipe is the one for
-        the run's device (:func:`recipe`): on a machine without a CUDA GPU, Multi30k trains the
-        laptop-sized model of :data:`CPU_RECIPES`.
+        ``epochs`` stays None (no limit) when ``max_steps`` is given.
         """
         defaults = recipe(self.dataset, self.device)
         if self.max_steps is not None:
@@ -305,12 +270,7 @@ class TrainOptions:
         return {}
 
     def model_config(self, vocab_size: int, pad_id: int = 0) -> TransformerConfig:
-        """The model's config: the preset, then every size given here.
-
-        Args:
-            vocab_size: size of the shared vocabulary.
-            pad_id: the tokenizer's padding id.
-        """
+        """The model's config: the preset, then every size given here."""
         overrides: dict[str, Any] = {"pad_id": pad_id}
         for name in ("d_model", "n_heads", "d_ff", "dropout", "norm_first", "embedding_init"):
             if getattr(self, name) is not None:
@@ -321,13 +281,12 @@ class TrainOptions:
         return preset(vocab_size, **overrides)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict (for checkpoints and the log) of the run's settings.
+        """The run's settings as a plain dict, for checkpoints and the log.
 
-        ``threads`` and ``allow_slow`` are left out: they are choices of one invocation on one
-        machine, not settings a resumed run should inherit (the log's setup record holds the
-        thread count used).
+        ``threads`` and ``allow_slow`` are left out: they belong to one invocation on one machine,
+        not to the run a later ``--resume`` continues.
         """
-        return {k: v for k, v in asdict(self).items() if k not in _PER_INVOCATION}
+        return {k: v for k, v in asdict(self).items() if k not in ("threads", "allow_slow")}
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainOptions:
@@ -336,11 +295,15 @@ class TrainOptions:
         return cls(**{k: v for k, v in values.items() if k in known})
 
 
-def resume_folder(resume: str | None) -> str | None:
-    """The run folder that ``resume`` (a checkpoint file or a run folder) belongs to; None for "auto" or None.
+def field_type(f: Field[Any]) -> type:
+    """The type of a :class:`TrainOptions` field, None aside: str, int, float or bool."""
+    return {"str": str, "int": int, "float": float, "bool": bool}[f.type.split(" | ")[0]]
 
-    A resumed run writes into the folder its checkpoint is in, wherever that folder has been
-    moved or renamed to since (not into the ``out`` recorded in the checkpoint).
+
+def resume_folder(resume: str | None) -> str | None:
+    """The run folder of ``resume`` (a checkpoint file or a run folder); None for "auto" or None.
+
+    A resumed run writes into the folder its checkpoint is in now, wherever it was moved since.
     """
     if not resume or resume == "auto":
         return None
@@ -349,10 +312,7 @@ def resume_folder(resume: str | None) -> str | None:
 
 
 def check_device_name(device: Any, name: str = "device") -> None:
-    """A ValueError unless ``device`` is "auto" or a string that ``torch.device`` accepts.
-
-    Whether the device exists on this machine is checked when the run starts.
-    """
+    """A ValueError unless ``device`` is "auto" or a name ``torch.device`` accepts (not whether it exists here)."""
     if not isinstance(device, str):
         raise TypeError(f"{name} must be a string such as 'auto', 'cpu' or 'cuda:0', got {device!r}")
     if device == "auto":
@@ -361,13 +321,3 @@ def check_device_name(device: Any, name: str = "device") -> None:
         torch.device(device)
     except (RuntimeError, ValueError):
         raise ValueError(f"{name} must be auto, cpu, cuda, cuda:<index> or mps, got {device!r}") from None
-
-
-_PER_INVOCATION = ("threads", "allow_slow")
-_NUMBER = (int, float)
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    f.name: {"str": (str,), "str | None": (str, type(None)), "int": (int,), "int | None": (int, type(None)),
-             "float": _NUMBER, "float | None": (*_NUMBER, type(None)), "bool": (bool,),
-             "bool | None": (bool, type(None))}[str(f.type)]
-    for f in fields(TrainOptions)
-}
