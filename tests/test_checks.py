@@ -26,7 +26,7 @@ import minitransformer.checks as G
 from minitransformer import (EncoderLayer, LayerNorm, MultiHeadAttention, PositionwiseFeedForward, greedy_decode,
                              make_causal_mask, make_padding_mask, make_target_mask, scaled_dot_product_attention,
                              sinusoidal_positional_encoding)
-from minitransformer.checks import _common
+from minitransformer.checks import compare
 from minitransformer.checks.lesson06 import _greedy_by_hand
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def no_sentinels(monkeypatch):
     """The package's own pieces, which the checks normally refuse, allowed (to test the checks themselves)."""
-    monkeypatch.setattr(_common, "_sentinels", lambda *a, **k: contextlib.nullcontext())
+    monkeypatch.setattr(compare, "_sentinels", lambda *a, **k: contextlib.nullcontext())
 
 
 # ----------------------------------------------------------------------------------------------

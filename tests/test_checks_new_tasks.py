@@ -18,7 +18,7 @@ from minitransformer.checks import (check_additive_scores, check_alignment_and_c
                                     check_scaled_embedding, check_shifted_target, check_skipgram_gradients,
                                     check_split_and_merge_heads, check_tied_output, check_token_batches,
                                     check_warmup_schedule)
-from minitransformer.checks._common import _decoding_model
+from minitransformer.checks.compare import decoding_model
 from minitransformer.checks.lesson00 import _layers_needed, _reach_by_simulation
 from minitransformer.checks.lesson08 import _search_by_hand, _search_cases, _ToyNextLogProbs
 
@@ -518,7 +518,7 @@ def beam_search_solution(next_log_probs: Callable[[Tensor], Tensor], bos_id: int
 def test_search_by_hand_matches_the_package() -> None:
     penalty_matters = 0
     for _, seed, src, eos, beam_size, alpha, max_len in _search_cases():
-        model = _decoding_model(seed)
+        model = decoding_model(seed)
         row = beam_search(model, src[None], 1, eos, beam_size, alpha, max_len=max_len, use_cache=False)[0].tolist()
         while row[-1] == model.config.pad_id:
             row.pop()

@@ -62,7 +62,7 @@ def test_a_failed_check_shows_the_cell_and_the_message_only(shown):
     assert text.rstrip().endswith("AssertionError: my_attention(query (2, 4, 8), key (2, 4, 8), value (2, 4, 8)) "
                                   "[self-attention (B, T, d_k)]: wrong weights. The scores must be divided by "
                                   "sqrt(d_k) before the softmax; yours are not scaled."), text
-    for internal in ("minitransformer/checks", "_known_mistake", "raise AssertionError", "hint", "skipping hidden"):
+    for internal in ("minitransformer/checks", "known_mistake", "raise AssertionError", "hint", "skipping hidden"):
         assert internal not in text, (internal, text)
 
 
@@ -71,7 +71,7 @@ def test_the_learners_own_error_keeps_the_learners_line(shown):
     assert "@ torch.ones(3)  # the learner's bug" in text and "RuntimeError" in text  # where their code broke
     assert "check_padding_mask(my_padding_mask, task=2)" in text
     assert "raised RuntimeError" in text.splitlines()[-1]
-    for internal in ("minitransformer/checks", "_LEARNER_DEPTH", "raise AssertionError", "skipping hidden"):
+    for internal in ("minitransformer/checks", "LEARNER_DEPTH", "raise AssertionError", "skipping hidden"):
         assert internal not in text, (internal, text)
 
 

@@ -99,7 +99,7 @@ def _describe(graph: dict[str, dict[str, int]], group: list[str]) -> str:
 
 def test_the_package_has_no_import_circle() -> None:
     graph = import_graph(PACKAGE)
-    assert "minitransformer.checks._common" in graph and len(graph) > 50
+    assert "minitransformer.checks.compare" in graph and len(graph) > 50
     cycles = import_cycles(graph)
     assert not cycles, "import circles: " + " | ".join(_describe(graph, c) for c in cycles)
 
@@ -120,6 +120,41 @@ def test_the_library_never_imports_the_grader() -> None:
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             found += [f"{path.name}:{node.lineno}" for n in names if n.split(".")[0] == "minitransformer_grader"]
     assert not found, found
+
+
+def private_imports(root: Path) -> list[str]:
+    """``file:line name`` for every import, in the package at ``root``, of a name with one leading underscore
+    from a module of either package (or a relative one): a module's private names are its own."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] in OURS):
+                names = [*(node.module or "").split("."), *(a.name for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [part for a in node.names if a.name.split(".")[0] in OURS for part in a.name.split(".")]
+            else:
+                continue
+            found += [f"{path.relative_to(root.parent)}:{node.lineno} {n}" for n in names
+                      if n.startswith("_") and not n.startswith("__")]
+    return found
+
+
+OURS = ("minitransformer", "minitransformer_grader")
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    """A name with a leading underscore belongs to its module: what other modules share is public (checks.compare)."""
+    found = private_imports(PACKAGE) + private_imports(GRADER)
+    assert not found, "private names imported from another module: " + "; ".join(found)
+
+
+def test_a_private_import_is_found(tmp_path: Path) -> None:
+    package = tmp_path / "minitransformer"
+    package.mkdir()
+    (package / "a.py").write_text("import _thread\nfrom os import _exit\nfrom .b import public\n")
+    assert private_imports(package) == []
+    (package / "c.py").write_text("def f():\n    from .b import _hidden\n    from minitransformer import _stubs\n")
+    assert private_imports(package) == ["minitransformer/c.py:2 _hidden", "minitransformer/c.py:3 _stubs"]
 
 
 def test_a_circle_is_found(tmp_path: Path) -> None:
@@ -165,7 +200,7 @@ def test_the_checks_export_the_check_of_every_exercise_module() -> None:
 
     from minitransformer import checks
 
-    modules = sorted(p.stem for p in (PACKAGE / "checks").glob("*.py") if not p.stem.startswith("_"))
+    modules = sorted(p.stem for p in (PACKAGE / "checks").glob("*.py") if not p.stem.startswith("_") and p.stem != "compare")
     assert modules == [f"lesson{n:02d}" for n in range(11)] + ["questions"]
     defined = {name: value for module in (importlib.import_module(f"minitransformer.checks.{m}") for m in modules)
                for name, value in vars(module).items()

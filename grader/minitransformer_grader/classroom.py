@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .notebooks import NoSandbox, Report, _num, grade_notebook, load_references
+from .notebooks import NoSandbox, Report, number_text, grade_notebook, load_references
 
 __all__ = ["HELP", "grade_all", "main", "write_results"]
 
@@ -261,7 +261,7 @@ def task_columns(reports: Sequence[Report]) -> dict[tuple[str, str], str]:
     for exercise in exercises:
         for key in [k for k in points if k[0] == exercise]:  # the reference's order of the tasks
             task = key[1].removeprefix("task-")
-            columns[key] = f"{short[exercise] or '?'} task {task} (/{_num(points[key])})"
+            columns[key] = f"{short[exercise] or '?'} task {task} (/{number_text(points[key])})"
     return columns
 
 
@@ -277,9 +277,9 @@ def write_results(reports: Sequence[Report], json_path: Path | None, csv_path: P
     writer = csv.writer(grades, lineterminator="\n")
     _row(writer, ["student", "exercise", "notebook", *columns.values(), "total", "max", "error"])
     for r in reports:
-        scores = {(r.exercise or "", t.grade_id): _num(t.score) for t in r.tasks}
+        scores = {(r.exercise or "", t.grade_id): number_text(t.score) for t in r.tasks}
         _row(writer, [r.student, r.exercise or "", r.path, *[scores.get(c, "") for c in columns],
-                      _num(r.score), _num(r.max_score), r.error or ""])
+                      number_text(r.score), number_text(r.max_score), r.error or ""])
     _atomic(csv_path, grades.getvalue())
     feedback = io.StringIO()
     writer = csv.writer(feedback, lineterminator="\n")
@@ -287,7 +287,7 @@ def write_results(reports: Sequence[Report], json_path: Path | None, csv_path: P
     for r in reports:
         for t in r.tasks:
             if not t.passed:
-                _row(writer, [r.student, r.exercise or "", t.grade_id, t.title, _num(t.score), _num(t.points),
+                _row(writer, [r.student, r.exercise or "", t.grade_id, t.title, number_text(t.score), number_text(t.points),
                               " ".join(t.message.split())])
     _atomic(feedback_path(csv_path), feedback.getvalue())
 
@@ -295,11 +295,11 @@ def write_results(reports: Sequence[Report], json_path: Path | None, csv_path: P
 def refused_report(path: Path, student: str, why: str, refs: dict[str, dict[str, Any]],
                    exercise: str | None = None) -> Report:
     """The row of a submission the grader would not read: 0 of its exercise's points when the name tells which."""
-    from .notebooks import _zero, identify
+    from .notebooks import zero_tasks, identify
 
     name, _ = identify(None, path, refs, exercise)
     report = Report(path=str(path), student=student, exercise=name, error=f"not graded: {why}")
-    report.tasks = _zero(refs.get(name) if name else None, report.error)
+    report.tasks = zero_tasks(refs.get(name) if name else None, report.error)
     return report
 
 
@@ -481,7 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     reports.sort(key=lambda r: order.get(r.path, 0))
     write_results(reports, json_path, csv_path)
     rows = [["submission", "student", "score", ""]]
-    rows += [[r.path, r.student, f"{_num(r.score)}/{_num(r.max_score)}",
+    rows += [[r.path, r.student, f"{number_text(r.score)}/{number_text(r.max_score)}",
               ("(error: duplicate)" if r.error.startswith("duplicate") else "(error)") if r.error else ""]
              for r in reports]
     print(_table(rows))

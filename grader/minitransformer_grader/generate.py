@@ -38,7 +38,7 @@ __all__ = ["EXAMPLE_CLASS", "REFERENCE", "clear_solution", "example_class", "exe
 
 REFERENCE = Path(__file__).resolve().parent / "reference"
 _BEGIN, _END = "### BEGIN SOLUTION", "### END SOLUTION"
-_HIDDEN_BEGIN, _HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 _BANNER = "> **Solutions.**"
 # Metadata of the stored run that an exercise must not carry.
 _DROP_CELL_METADATA = ("execution", "collapsed", "scrolled")
@@ -89,9 +89,9 @@ def _replace_solutions(source: str, task: str, default_hint: str) -> str:
 def _remove_hidden(source: str) -> str:
     out, hidden = [], False
     for line in source.split("\n"):
-        if line.strip() == _HIDDEN_BEGIN:
+        if line.strip() == HIDDEN_BEGIN:
             hidden = True
-        elif line.strip() == _HIDDEN_END:
+        elif line.strip() == HIDDEN_END:
             hidden = False
         elif not hidden:
             out.append(line)
@@ -224,7 +224,7 @@ def reference_from_solution(solution: Any, name: str) -> dict[str, Any]:
                 "title": extra.get("title", grade_id),
                 "parts": extra.get("parts"),
                 "source": "\n".join(ln for ln in cell.source.split("\n")
-                                    if ln.strip() not in (_HIDDEN_BEGIN, _HIDDEN_END)),
+                                    if ln.strip() not in (HIDDEN_BEGIN, HIDDEN_END)),
                 "visible": _remove_hidden(cell.source),
                 "cell": index,
             })

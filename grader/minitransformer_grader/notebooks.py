@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .generate import _HIDDEN_BEGIN, _HIDDEN_END
+from .generate import HIDDEN_BEGIN, HIDDEN_END
 
-_MARKERS = (_HIDDEN_BEGIN, _HIDDEN_END)
+_MARKERS = (HIDDEN_BEGIN, HIDDEN_END)
 
 __all__ = ["Report", "TaskResult", "grade_notebook", "identify", "load_references"]
 
@@ -74,13 +74,13 @@ class Report:
             line = " ".join(text.split())
             return line if len(line) <= width else line[: width - 1] + "…"
 
-        rows = [(t.grade_id, t.title, f"{_num(t.score)}/{_num(t.points)}", cut(t.message)) for t in self.tasks]
+        rows = [(t.grade_id, t.title, f"{number_text(t.score)}/{number_text(t.points)}", cut(t.message)) for t in self.tasks]
         head = ("task", "title", "points", "message")
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
         lines = [f"{self.path}  student {self.student}, exercise {self.exercise or '?'}  ({self.seconds:.1f} s)"]
         for row in [head, *rows]:
             lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
-        lines.append("  " + "total".ljust(widths[0] + widths[1] + 2) + f"  {_num(self.score)}/{_num(self.max_score)}")
+        lines.append("  " + "total".ljust(widths[0] + widths[1] + 2) + f"  {number_text(self.score)}/{number_text(self.max_score)}")
         for t in self.tasks:
             if not t.passed and len(" ".join(t.message.split())) > width:
                 lines.append(f"  {t.grade_id}: " + " ".join(t.message.split()))
@@ -98,7 +98,7 @@ class Report:
         return data
 
 
-def _num(x: float) -> str:
+def number_text(x: float) -> str:
     return f"{x:g}"
 
 
@@ -221,7 +221,7 @@ def _plan(nb: Any, ref: dict[str, Any], notes: list[str]) -> list[dict[str, Any]
     return cells
 
 
-def _zero(ref: dict[str, Any] | None, message: str) -> list[TaskResult]:
+def zero_tasks(ref: dict[str, Any] | None, message: str) -> list[TaskResult]:
     return [TaskResult(t["grade_id"], t["title"], float(t["points"]), 0.0, message) for t in (ref or {}).get("tasks", [])]
 
 
@@ -278,7 +278,7 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
     if ref is None:
         report.error = report.error or f"cannot tell which exercise this is ({how}): name it with --exercise"
     if report.error:
-        report.tasks = _zero(ref, report.error)
+        report.tasks = zero_tasks(ref, report.error)
         report.seconds = time.perf_counter() - start
         return report
     assert nb is not None and ref is not None
@@ -326,13 +326,13 @@ def _scan_sources(cells: list[dict[str, Any]], checks: dict[str, Any]) -> None:
 
 def _taken_out(cells: list[dict[str, Any]], ref: dict[str, Any], checks: dict[str, Any]) -> dict[str, str]:
     """The package functions the exercise's tasks ask the learner to write, each with the task that asks for it."""
-    from .remote import _is_function, avoided
+    from .remote import is_package_function, avoided
 
     taken: dict[str, str] = {}
     for cell in cells:
         if cell["kind"] == "check":
             for target in avoided(cell["source"], checks):
-                if _is_function(target):
+                if is_package_function(target):
                     taken.setdefault(target, f"task {cell['grade_id']} of exercise {ref['exercise']}")
     return taken
 
@@ -410,6 +410,6 @@ def _score(cells: list[dict[str, Any]], ref: dict[str, Any], run: Any, timeout: 
             elif syntax and not failed[0].get("flagged") and re.match(r"(NameError|NotImplementedError)", message):
                 message = f"{syntax} ({message})"
             if weights and len(weights) == len(parts) and score > 0:
-                message = f"{_num(score)} of {_num(points)} points; part {parts.index(failed[0]) + 1} failed: {message}"
+                message = f"{number_text(score)} of {number_text(points)} points; part {parts.index(failed[0]) + 1} failed: {message}"
         results.append(TaskResult(task["grade_id"], task["title"], points, min(score, points), message))
     return results

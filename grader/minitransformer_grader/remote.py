@@ -2,9 +2,9 @@
 
 Each check function (``check_*`` of :mod:`minitransformer.checks`) has two halves that it already
 kept apart: it draws inputs from its own seeded generator, hands them to the learner's code through
-``_call`` (or builds the learner's module through ``_build``), and compares what came back with the
-package's reference, with the tolerance and the known-mistake diagnosis of ``_compare`` (all three in
-``minitransformer.checks._common``).
+``call_learner`` (or builds the learner's module through ``build_learner``), and compares what came back with the
+package's reference, with the tolerance and the known-mistake diagnosis of ``compare`` (all three in
+``minitransformer.checks.compare``).
 When grading, the whole check runs in the grader's process; only the call of the learner's code
 crosses into the sandbox. The learner's functions and classes arrive here as proxies:
 
@@ -41,15 +41,15 @@ import torch
 from torch import nn
 
 import minitransformer.checks
-from minitransformer.checks import _common
+from minitransformer.checks import compare
 
-from .runner import _tensors  # one definition: the tensors a call may change in place
+from .runner import tensors_of  # one definition: the tensors a call may change in place
 from .protocol import WRITE_WAIT, Closed, TooLarge, load_plain, read_frame, write_frame
 
 __all__ = ["CHECK_LOCK", "CheckTimeout", "KernelGone", "Link", "check_functions", "run_check_cell"]
 
 CHECK_LOCK = threading.Lock()  # the checks use module-level state (sentinel tables, torch's RNG): one at a time
-_GRACE = 5.0
+GRACE = 5.0
 
 
 def check_functions() -> dict[str, Any]:
@@ -103,7 +103,7 @@ class Link:
         self.send(header, payload)
         interrupted = False
         while True:
-            deadline = self.deadline if not interrupted else time.monotonic() + _GRACE
+            deadline = self.deadline if not interrupted else time.monotonic() + GRACE
             try:
                 answer, data = self._read(deadline)
             except TimeoutError:
@@ -161,7 +161,7 @@ def _target_mask_arguments(call: Any) -> tuple[tuple, dict]:
     args, kwargs = _plain_call(call, ("tgt", "pad_id"))
     tgt, pad_id = args
     if not isinstance(tgt, torch.Tensor) or tgt.dim() != 2 or tgt.dtype not in (torch.int64, torch.int32):
-        raise TypeError(f"make_target_mask takes tgt as a 2-D integer tensor; got {_common._describe(tgt)[:100]}")
+        raise TypeError(f"make_target_mask takes tgt as a 2-D integer tensor; got {compare.describe(tgt)[:100]}")
     if tgt.size(1) > 512 or tgt.numel() * tgt.size(1) > 1 << 20:
         raise ValueError(f"make_target_mask is computed by the grader for at most 512 positions and 2**20 mask cells; "
                          f"got tgt of shape {tuple(tgt.shape)}")
@@ -193,7 +193,7 @@ def _make_target_mask() -> Callable[..., Any]:
 
 
 # The only pieces the grader ever computes for the learner's code: an exact callable and the check of its
-# arguments, by the name a check lists in its ``serve`` (see minitransformer.checks._common._isolated). The
+# arguments, by the name a check lists in its ``serve`` (see minitransformer.checks.compare.isolated). The
 # greedy-decoding task of exercise 06 hands the package's model to the learner's loop; the model builds its
 # target mask with make_target_mask, which the same exercise's target-mask task takes out of the sandbox.
 SERVED: dict[str, tuple[Callable[[], Callable[..., Any]], Callable[[Any], tuple[tuple, dict]]]] = {
@@ -231,8 +231,8 @@ def _error(answer: dict[str, Any]) -> BaseException:
     kind, ename, evalue = answer.get("kind"), str(answer.get("ename", "Exception")), str(answer.get("evalue", ""))
     if kind == "reference":
         label = evalue or "the package's version of this piece"
-        _common._USED.append(label)
-        return _common._ReferenceUsed(label)
+        compare.USED.append(label)
+        return compare.ReferenceUsed(label)
     if kind == "interrupt":
         return CheckTimeout("interrupted")
     if kind == "not_implemented":
@@ -251,14 +251,14 @@ def _error(answer: dict[str, Any]) -> BaseException:
     return type(ename, (Exception,), {"__module__": "builtins"})(evalue)
 
 
-def _call(link: Link, handle: int, path: str, args: tuple, kwargs: dict, state: Any) -> Any:
+def call_remote(link: Link, handle: int, path: str, args: tuple, kwargs: dict, state: Any) -> Any:
     buffer = io.BytesIO()
     _Pickler(buffer, link).dump((handle, path, args, kwargs, state))
-    answer, data = link.request({"op": "call", "avoid": sorted(a for a in link.forbidden if not _is_function(a)),
+    answer, data = link.request({"op": "call", "avoid": sorted(a for a in link.forbidden if not is_package_function(a)),
                                  "serve": sorted(link.serving)}, buffer.getvalue())
     if answer.get("op") == "error":
         raise _error(answer)
-    mine = _tensors(args, [])
+    mine = tensors_of(args, [])
     after = data.get("after", []) if isinstance(data, dict) else []
     if len(after) == len(mine):  # what the learner's code changed in place
         with torch.no_grad():
@@ -268,7 +268,7 @@ def _call(link: Link, handle: int, path: str, args: tuple, kwargs: dict, state: 
     return decode(link, data.get("value") if isinstance(data, dict) else None)
 
 
-def _is_function(target: str) -> bool:
+def is_package_function(target: str) -> bool:
     """True for a function of the package (taken out of the sandbox's copy); False for classes and PyTorch's pieces."""
     import importlib
 
@@ -289,7 +289,7 @@ class RemoteCallable:
         self.__qualname__ = name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _call(self.link, self.handle, "", args, kwargs, None)
+        return call_remote(self.link, self.handle, "", args, kwargs, None)
 
     def __repr__(self) -> str:
         return f"<the learner's {self.kind} {self.__name__}>"
@@ -303,7 +303,7 @@ class RemoteModule(nn.Module):
         state = {"params": {n: p.detach() for n, p in root.named_parameters(remove_duplicate=False)},
                  "buffers": {n: b for n, b in root.named_buffers(remove_duplicate=False)},
                  "training": {n: m.training for n, m in root.named_modules(remove_duplicate=False)}}
-        return _call(self._remote_link, self._remote_handle, self._remote_path, args, kwargs, state)
+        return call_remote(self._remote_link, self._remote_handle, self._remote_path, args, kwargs, state)
 
 
 class Opaque:
@@ -392,13 +392,13 @@ def run_check_cell(link: Link, source: str, grade_id: str, checks: dict[str, Any
             import contextlib
 
             with CHECK_LOCK:
-                previous = _common._REMOTE
-                _common._REMOTE = True
+                previous = compare.REMOTE
+                compare.REMOTE = True
                 try:
                     with contextlib.redirect_stdout(buffer):
                         exec(compile(statement, f"<check {grade_id}>", "exec"), space)
                 finally:
-                    _common._REMOTE = previous
+                    compare.REMOTE = previous
         except CheckTimeout:
             parts.append({"passed": False, "message": "timed out: the check was interrupted", "timeout": True})
         except KernelGone as err:

@@ -184,7 +184,7 @@ def _text(x: Any) -> str:
         return f"<{type(x).__name__}>"
 
 
-def _tensors(x: Any, out: list[Any], depth: int = 0) -> list[Any]:
+def tensors_of(x: Any, out: list[Any], depth: int = 0) -> list[Any]:
     """The tensors inside ``x`` (lists, tuples, dicts), in order: what the grader's check may see changed in place."""
     import torch
 
@@ -194,10 +194,10 @@ def _tensors(x: Any, out: list[Any], depth: int = 0) -> list[Any]:
         out.append(x)
     elif isinstance(x, (list, tuple)):
         for v in x:
-            _tensors(v, out, depth + 1)
+            tensors_of(v, out, depth + 1)
     elif isinstance(x, dict):
         for v in x.values():
-            _tensors(v, out, depth + 1)
+            tensors_of(v, out, depth + 1)
     return out
 
 
@@ -231,7 +231,7 @@ def _arm(targets: list[str], spaces: list[dict[str, Any]], called: Any = None) -
     """
     import importlib
 
-    from minitransformer import _poison
+    from minitransformer import sandbox_stubs
 
     undo: list[Any] = []
     fakes: dict[int, Any] = {}
@@ -248,14 +248,14 @@ def _arm(targets: list[str], spaces: list[dict[str, Any]], called: Any = None) -
         if isinstance(real, type):  # a class: its forward raises while the call runs
             had = "forward" in vars(real)
             previous = vars(real).get("forward")
-            fake_forward = _poison.stub(f"{owner}'s {attr}")
+            fake_forward = sandbox_stubs.stub(f"{owner}'s {attr}")
             if previous is not None:
                 fakes[id(previous)] = fake_forward
             fakes[id(real)] = real  # the class itself stays (its forward raises); listed so aliases are seen
             real.forward = fake_forward
             undo.append((real, "forward", previous) if had else (real, "forward", None))
             continue
-        fake = _poison.stub(f"{owner}'s {attr}")
+        fake = sandbox_stubs.stub(f"{owner}'s {attr}")
         fakes[id(real)] = fake
         for space in [vars(module), *spaces]:
             for name, value in list(space.items()):
@@ -323,7 +323,7 @@ def _arm_holders(called: Any, fakes: dict[int, Any]) -> list[Any]:
 
 def _serve(link: _Link, cell: int) -> None:
     """Answer the grader's requests for one check cell, until it says to go on."""
-    from minitransformer import _poison
+    from minitransformer import sandbox_stubs
 
     while True:
         header, payload = read_frame(link.fd_in)
@@ -353,15 +353,15 @@ def _serve(link: _Link, cell: int) -> None:
                 _apply_state(target, state)
             if path:
                 target = target.get_submodule(path)
-            del _poison.USED[:]
+            del sandbox_stubs.USED[:]
             from IPython.core.interactiveshell import InteractiveShell
 
             undo = _arm([str(a) for a in header.get("avoid", [])], [InteractiveShell.instance().user_ns], target)
-            _poison.SERVED.update(str(a) for a in header.get("serve", []))
+            sandbox_stubs.SERVED.update(str(a) for a in header.get("serve", []))
             try:
                 value = target(*args, **kwargs)
             finally:
-                _poison.SERVED.clear()
+                sandbox_stubs.SERVED.clear()
                 for space, name, value_ in reversed(undo):
                     if isinstance(space, dict):
                         space[name] = value_
@@ -369,12 +369,12 @@ def _serve(link: _Link, cell: int) -> None:
                         delattr(space, name)
                     else:
                         setattr(space, name, value_)
-                used = sorted(set(_poison.USED))
+                used = sorted(set(sandbox_stubs.USED))
             if used:
-                raise _poison.ReferenceUsed(used[0])
+                raise sandbox_stubs.ReferenceUsed(used[0])
             counter = [0]
-            reply = save_plain({"value": _encode(value, counter), "after": [_plain_tensor(t) for t in _tensors(args, [])]})
-        except _poison.ReferenceUsed as err:
+            reply = save_plain({"value": _encode(value, counter), "after": [_plain_tensor(t) for t in tensors_of(args, [])]})
+        except sandbox_stubs.ReferenceUsed as err:
             link.emit({"op": "error", "kind": "reference", "ename": "ReferenceUsed", "evalue": _text(err)})
         except KeyboardInterrupt:
             link.emit({"op": "error", "kind": "interrupt", "ename": "KeyboardInterrupt", "evalue": "interrupted"})
@@ -389,7 +389,7 @@ def _serve(link: _Link, cell: int) -> None:
         else:
             link.emit({"op": "result"}, reply)
         finally:
-            _poison.USED.clear()
+            sandbox_stubs.USED.clear()
 
 
 def _run(link: _Link) -> None:

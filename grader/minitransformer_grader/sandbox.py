@@ -150,7 +150,7 @@ def _poison_source(source: str, names: dict[str, str], module: str) -> str:
             label = f"minitransformer's {node.name}"
             why = (f" is not available in the grading sandbox: {names[node.name]} asks you to write it yourself "
                    "(build it from PyTorch operations)")
-            body += ast.parse(f"{node.name} = __import__('minitransformer._poison', fromlist=['stub']).stub("
+            body += ast.parse(f"{node.name} = __import__('minitransformer.sandbox_stubs', fromlist=['stub']).stub("
                               f"{label!r}, {module + ':' + node.name!r}, {why!r})").body
             continue
         body.append(node)
@@ -193,7 +193,7 @@ class KernelPackage:
                                       ".".join(("minitransformer", *rel.with_suffix("").parts))).encode()
             self.files[Path("minitransformer", rel)] = data
         self.files[Path("minitransformer/checks/__init__.py")] = _CHECKS_STUB.format(names=sorted(check_names)).encode()
-        self.files[Path("minitransformer/_poison.py")] = _POISON.encode()
+        self.files[Path("minitransformer/sandbox_stubs.py")] = _POISON.encode()
         # Of the grader, only the runner and its protocol: no reference, no generator, no checks.
         self.files[Path("minitransformer_grader/__init__.py")] = b'"""The runner of the grading sandbox."""\n'
         for name in _RUNNER_FILES:

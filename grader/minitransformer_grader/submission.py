@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from .protocol import Closed, TooLarge, read_frame
-from .remote import _GRACE, KernelGone, Link, check_functions, run_check_cell
+from .remote import GRACE, KernelGone, Link, check_functions, run_check_cell
 from .sandbox import KernelPackage, Sandboxed
 
 __all__ = ["RunResult", "run_plan", "run_submission"]
@@ -73,7 +73,7 @@ def run_submission(cells: list[dict[str, Any]], package: Any, *, notebook: bytes
             now = time.monotonic()
             deadlines = [end, now + 1.0]
             if current is not None:
-                deadlines.append(cell_start + cell_timeout if not interrupted_at else interrupted_at + _GRACE)
+                deadlines.append(cell_start + cell_timeout if not interrupted_at else interrupted_at + GRACE)
             try:
                 header, _ = read_frame(box.out_r, min(deadlines))
             except TimeoutError:
@@ -85,7 +85,7 @@ def run_submission(cells: list[dict[str, Any]], package: Any, *, notebook: bytes
                     result.timed_out_cells.append(current)
                     interrupted_at = now
                     box.interrupt()
-                elif interrupted_at and now >= interrupted_at + _GRACE:
+                elif interrupted_at and now >= interrupted_at + GRACE:
                     result.gone = "a cell ignored the interrupt after its time limit"
                     break
                 elif not box.alive():

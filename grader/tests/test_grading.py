@@ -213,7 +213,7 @@ def _class_folder(root: Path) -> Path:
          'check_padding_mask = lambda *args, **kwargs: print("✓ Task 2 passed")'),
         ("cheat-rebinds", "solutions", "import math", "import types\nminitransformer = types.SimpleNamespace()"),
         ("cheat-patches", "exercises", "import math",
-         "import minitransformer.checks._common as c\nc._compare = lambda *args, **kwargs: None"),
+         "import minitransformer.checks.compare as c\nc.compare = lambda *args, **kwargs: None"),
         ("hostile-kills-parent", "solutions", "def my_padding_mask", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
         ("hostile-loops", "solutions", "def my_padding_mask",
          "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"),
@@ -336,7 +336,7 @@ def test_rebinding_minitransformer_or_patching_the_checks_changes_nothing(graded
     assert rebinds["score"] == rebinds["max_score"] == FULL_03 == 7
     patches = graded["reports"][("cheat-patches", "03_self_attention")]
     assert patches["score"] == 0
-    assert "ModuleNotFoundError: No module named 'minitransformer.checks._common'" in patches["output"]
+    assert "ModuleNotFoundError: No module named 'minitransformer.checks.compare'" in patches["output"]
 
 
 def test_the_reference_imported_by_strings_costs_its_task_only(graded):

@@ -93,8 +93,8 @@ def ask(target, *args):
     _runner._LINK.emit({{'event': 'serve', 'target': target}}, payload)
     return [read_frame(_runner._LINK.fd_in, None)[0] for _ in range(1)]
 print('ASKED', ask('minitransformer_grader.classroom:_atomic', {str(marker)!r}, 'pwned'))
-from minitransformer import _poison
-_poison.SERVED.add('minitransformer.masks:make_target_mask')  # the grader still refuses: no check is calling
+from minitransformer import sandbox_stubs
+sandbox_stubs.SERVED.add('minitransformer.masks:make_target_mask')  # the grader still refuses: no check is calling
 for name in ('make_padding_mask', 'make_target_mask', 'scaled_dot_product_attention'):
     try:
         print('GOT', name, getattr(__import__('minitransformer'), name)(torch.ones(2, 3, dtype=torch.long), 0))

@@ -7,7 +7,7 @@ inputs and edge cases, compares it with the package's own implementation, and ei
 code gave and, for the usual mistakes, what probably went wrong.
 
 One module per exercise (``lesson00`` ... ``lesson10``), the conceptual questions of every exercise
-(:mod:`.questions`) and the helpers they share (``_common``). The checks draw their inputs from
+(:mod:`.questions`) and the helpers they share (:mod:`.compare`). The checks draw their inputs from
 their own seeded generator and leave the global random state untouched, so calling one does not
 change what the rest of a notebook computes. The instructor's grader (the ``minitransformer-grader``
 distribution, ``grader/`` in the repository) runs these same functions on submitted notebooks.

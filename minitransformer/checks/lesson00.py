@@ -7,8 +7,8 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from ._common import (_call, _call_text, _compare, _describe, _expect_shape, _expect_tensor, _isolated, _known_mistake,
-                      _name, _passed, _rand, _rng)
+from .compare import (call_learner, call_text, compare, describe, expect_shape, expect_tensor, isolated, known_mistake,
+                      callable_name, report_passed, random_tensor, make_rng)
 
 __all__ = ["check_additive_scores", "check_alignment_and_context", "check_layers_to_connect"]
 
@@ -22,7 +22,7 @@ def _additive(s: Tensor, h: Tensor, W: Tensor, U: Tensor, v: Tensor, *, tanh: bo
     return hidden @ v if use_v else hidden.sum(dim=-1)  # (B, S)
 
 
-@_isolated
+@isolated
 def check_additive_scores(fn: Callable[..., Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(s, h, W, U, v) -> e`` (B, S), the additive attention scores of Bahdanau et al. (lesson 00).
 
@@ -37,27 +37,27 @@ def check_additive_scores(fn: Callable[..., Tensor], *, task: int | str | None =
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
+    g = make_rng()
     cases = [
         ("B=2, S=5, decoder 4, encoder 6, attention 3", 2, 5, 4, 6, 3),
         ("one source word, S=1", 1, 1, 4, 6, 3),
         ("decoder and encoder states of the same width", 3, 4, 5, 5, 5),
     ]
     for case, batch, length, d_dec, d_enc, d_att in cases:
-        s, h = _rand(g, batch, d_dec), _rand(g, batch, length, d_enc)
-        W, U, v = _rand(g, d_att, d_dec, scale=0.7), _rand(g, d_att, d_enc, scale=0.7), _rand(g, d_att)
+        s, h = random_tensor(g, batch, d_dec), random_tensor(g, batch, length, d_enc)
+        W, U, v = random_tensor(g, d_att, d_dec, scale=0.7), random_tensor(g, d_att, d_enc, scale=0.7), random_tensor(g, d_att)
         args = (s, h, W, U, v)
-        text = _call_text(fn, *args, names=("s", "h", "W", "U", "v")) + f" [{case}]"
+        text = call_text(fn, *args, names=("s", "h", "W", "U", "v")) + f" [{case}]"
         try:
-            e = _call(fn, *args, text=text)
+            e = call_learner(fn, *args, text=text)
         except AssertionError as err:
             if "RuntimeError" in str(err):
                 raise AssertionError(f"{err}. The formula is written for one column vector; s and h hold ROW vectors "
                                      "(one per sentence and position), so W s becomes s @ W.T (B, A) and U h_j "
                                      "becomes h @ U.T (B, S, A).") from None
             raise
-        e = _expect_tensor(e, text, f"of shape ({batch}, {length})")
-        _expect_shape(e, (batch, length), text, "scores", {
+        e = expect_tensor(e, text, f"of shape ({batch}, {length})")
+        expect_shape(e, (batch, length), text, "scores", {
             (batch, length, 1): "One score per source word: squeeze the last axis, (B, S, 1) -> (B, S).",
             (batch, length, d_att): "The vector tanh(W s + U h_j) still has to be turned into one number by "
                                     "the dot product with v.",
@@ -76,8 +76,8 @@ def check_additive_scores(fn: Callable[..., Tensor], *, task: int | str | None =
             ("W is (A, Hd): as a column-vector formula, W s becomes s @ W.T for a batch of row vectors.",
              lambda: _additive(s, h, W.T, U.T, v)),
         ]
-        _compare(e, expected, text, "scores", mistakes)
-    _passed(task, "additive attention scores, 3 cases (different widths, one source word)")
+        compare(e, expected, text, "scores", mistakes)
+    report_passed(task, "additive attention scores, 3 cases (different widths, one source word)")
 
 
 def _alignment(scores: Tensor, h: Tensor, keep: Tensor, *, masked: bool = True, invert: bool = False,
@@ -89,7 +89,7 @@ def _alignment(scores: Tensor, h: Tensor, keep: Tensor, *, masked: bool = True, 
     return alpha, (alpha[:, :, None] * h).sum(dim=1)  # (B, S), (B, He)
 
 
-@_isolated
+@isolated
 def check_alignment_and_context(fn: Callable[..., tuple[Tensor, Tensor]], *, task: int | str | None = None) -> None:
     """Check ``fn(scores, h, src_mask) -> (alpha, context)``: one step of attention in an RNN decoder (lesson 00).
 
@@ -104,28 +104,28 @@ def check_alignment_and_context(fn: Callable[..., tuple[Tensor, Tensor]], *, tas
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
+    g = make_rng()
     cases = [
-        ("a batch with padding", _rand(g, 3, 5, scale=2.0), _rand(g, 3, 5, 6),
+        ("a batch with padding", random_tensor(g, 3, 5, scale=2.0), random_tensor(g, 3, 5, 6),
          torch.tensor([[True] * 5, [True, True, True, False, False], [True, True, False, False, False]])),
-        ("no padding", _rand(g, 2, 4, scale=2.0), _rand(g, 2, 4, 3), torch.ones(2, 4, dtype=torch.bool)),
-        ("a one-word source", _rand(g, 2, 3), _rand(g, 2, 3, 4), torch.tensor([[True, False, False]] * 2)),
+        ("no padding", random_tensor(g, 2, 4, scale=2.0), random_tensor(g, 2, 4, 3), torch.ones(2, 4, dtype=torch.bool)),
+        ("a one-word source", random_tensor(g, 2, 3), random_tensor(g, 2, 3, 4), torch.tensor([[True, False, False]] * 2)),
     ]
     for case, scores, h, keep in cases:
         args = (scores, h, keep)
-        text = _call_text(fn, *args, names=("scores", "h", "src_mask")) + f" [{case}]"
+        text = call_text(fn, *args, names=("scores", "h", "src_mask")) + f" [{case}]"
         originals = [a.clone() for a in args]
-        result = _call(fn, *args, text=text)
+        result = call_learner(fn, *args, text=text)
         if any(not torch.equal(a, b) for a, b in zip(args, originals)):
             raise AssertionError(f"{text} changed its inputs in place: compute new tensors instead "
                                  "(masked_fill, not masked_fill_)")
         if isinstance(result, Tensor) or not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise AssertionError(f"{text} returned {_describe(result)}; expected a pair (alpha, context)")
-        alpha = _expect_tensor(result[0], text, "as alpha")
-        context = _expect_tensor(result[1], text, "as the context")
+            raise AssertionError(f"{text} returned {describe(result)}; expected a pair (alpha, context)")
+        alpha = expect_tensor(result[0], text, "as alpha")
+        context = expect_tensor(result[1], text, "as the context")
         batch, length, width = h.shape
-        _expect_shape(alpha, (batch, length), text, "alignment weights alpha")
-        _expect_shape(context, (batch, width), text, "context vector", {
+        expect_shape(alpha, (batch, length), text, "alignment weights alpha")
+        expect_shape(context, (batch, width), text, "context vector", {
             (batch, length, width): "The context is the weighted SUM over the source positions: sum over dim 1.",
             (batch, 1, width): "Squeeze the source axis: one context vector (He,) per sentence.",
         })
@@ -146,21 +146,21 @@ def check_alignment_and_context(fn: Callable[..., tuple[Tensor, Tensor]], *, tas
                     ("A score of 0 still gets weight exp(0) > 0: fill the padding scores with -inf, not 0.",
                      lambda: _alignment(scores, h, keep, fill=0.0)[0]),
                 ]
-                hint = _known_mistake(alpha, mistakes) or ("Set the padding scores to -inf before the softmax, so that "
+                hint = known_mistake(alpha, mistakes) or ("Set the padding scores to -inf before the softmax, so that "
                                                            "their weights are exactly 0.")
                 raise AssertionError(f"{text}: sentence {b} gives weight {alpha[b, j].item():.3f} to source position "
                                      f"{j}, which is padding. {hint}")
-        _compare(alpha, expected_alpha, text, "alignment weights", [
+        compare(alpha, expected_alpha, text, "alignment weights", [
             ("The softmax runs over the source positions (dim -1) of each sentence, not over the batch.",
              lambda: _alignment(scores, h, keep, dim=0)[0]),
         ])
-        _compare(context, expected_context, text, "context vector", [
+        compare(context, expected_context, text, "context vector", [
             ("The context weights the states by alpha; you took their plain mean.",
              lambda: h.masked_fill(~keep[:, :, None], 0).sum(1) / keep.sum(1, keepdim=True)),
             ("The context is the weighted sum over the source positions, alpha @ h per sentence.",
              lambda: (expected_alpha[:, :, None] * h).mean(dim=1)),
         ])
-    _passed(task, "alignment weights and context vector, 3 batches (padding, none, a one-word source)")
+    report_passed(task, "alignment weights and context vector, 3 batches (padding, none, a one-word source)")
 
 
 def _layers_needed(n: int, kernel: int, dilated: bool, reach_per_unit: Callable[[int], int] | None = None,
@@ -190,7 +190,7 @@ def _reach_by_simulation(n: int, kernel: int, dilated: bool) -> int:
     return layers
 
 
-@_isolated
+@isolated
 def check_layers_to_connect(fn: Callable[[int, int, bool], int], *, task: int | str | None = None) -> None:
     """Check ``fn(n, kernel, dilated) -> layers``: the path length of a stack of centred 1-D convolutions.
 
@@ -211,14 +211,14 @@ def check_layers_to_connect(fn: Callable[[int, int, bool], int], *, task: int | 
     cases = [(9, 3, False), (17, 5, False), (33, 3, False), (10, 5, False), (2, 3, False), (1, 3, False),
              (2048, 3, False), (9, 3, True), (33, 3, True), (2048, 3, True), (100, 5, True), (101, 7, False)]
     for n, kernel, dilated in cases:
-        text = f"{_name(fn)}(n={n}, kernel={kernel}, dilated={dilated})"
-        got = _call(fn, n, kernel, dilated, text=text)
+        text = f"{callable_name(fn)}(n={n}, kernel={kernel}, dilated={dilated})"
+        got = call_learner(fn, n, kernel, dilated, text=text)
         if isinstance(got, Tensor) and got.numel() == 1:
             got = got.item()
         if isinstance(got, float) and got.is_integer():
             got = int(got)
         if not isinstance(got, int) or isinstance(got, bool):
-            raise AssertionError(f"{text} returned {_describe(got)}; expected a whole number of layers (an int)")
+            raise AssertionError(f"{text} returned {describe(got)}; expected a whole number of layers (an int)")
         expected = _reach_by_simulation(n, kernel, dilated) if n <= 200 else _layers_needed(n, kernel, dilated)
         if got == expected:
             continue
@@ -245,4 +245,4 @@ def check_layers_to_connect(fn: Callable[[int, int, bool], int], *, task: int | 
             hint = "With one position, output 0 already depends on input 0: no layer is needed (0)."
         raise AssertionError(f"{text} returned {got} but {expected} layer(s) are needed."
                              + (f" {hint}" if hint else ""))
-    _passed(task, "layers to connect the ends, 12 cases (kernels 3 to 7, n from 1 to 2048, with and without dilation)")
+    report_passed(task, "layers to connect the ends, 12 cases (kernels 3 to 7, n from 1 to 2048, with and without dilation)")

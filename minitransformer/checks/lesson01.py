@@ -20,14 +20,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..embeddings import TokenEmbedding
-from ._common import (_SEED, _build, _call, _call_text, _compare, _describe, _expect_shape, _expect_tensor, _isolated,
-                      _name, _pair, _passed, _rand, _rng, _shape)
+from .compare import (SEED, build_learner, call_learner, call_text, compare, describe, expect_shape, expect_tensor, isolated,
+                      callable_name, split_pair, report_passed, random_tensor, make_rng, shape_text)
 
 __all__ = ["check_bpe_merges", "check_one_hot_embedding", "check_scaled_embedding", "check_skipgram_gradients",
            "check_tied_output"]
 
 
-@_isolated(avoid=("torch.nn.functional:embedding",))
+@isolated(avoid=("torch.nn.functional:embedding",))
 def check_one_hot_embedding(fn: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]], *,
                             task: int | str | None = None) -> None:
     """Check ``fn(tokens, E) -> (one_hot, vectors)``: the embedding lookup as a one-hot matrix product.
@@ -43,19 +43,19 @@ def check_one_hot_embedding(fn: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
+    g = make_rng()
     cases = [
-        ("a padded batch", torch.tensor([[4, 7, 5, 0], [6, 4, 0, 0]]), _rand(g, 9, 5)),
-        ("the last id of the vocabulary", torch.tensor([[8, 1, 2, 3]]), _rand(g, 9, 3)),
-        ("one token", torch.tensor([[2]]), _rand(g, 4, 6)),
+        ("a padded batch", torch.tensor([[4, 7, 5, 0], [6, 4, 0, 0]]), random_tensor(g, 9, 5)),
+        ("the last id of the vocabulary", torch.tensor([[8, 1, 2, 3]]), random_tensor(g, 9, 3)),
+        ("one token", torch.tensor([[2]]), random_tensor(g, 4, 6)),
     ]
     for case, tokens, E in cases:
-        text = _call_text(fn, tokens, E, names=("tokens", "E")) + f" [{case}]"
-        one_hot, vectors = _pair(_call(fn, tokens, E, text=text), text, "one_hot, vectors")
+        text = call_text(fn, tokens, E, names=("tokens", "E")) + f" [{case}]"
+        one_hot, vectors = split_pair(call_learner(fn, tokens, E, text=text), text, "one_hot, vectors")
         (batch, length), (vocab, d_model) = tokens.shape, E.shape
-        one_hot = _expect_tensor(one_hot, text, "as one_hot")
-        vectors = _expect_tensor(vectors, text, "as the vectors")
-        _expect_shape(one_hot, (batch, length, vocab), text, "one-hot tensor", {
+        one_hot = expect_tensor(one_hot, text, "as one_hot")
+        vectors = expect_tensor(vectors, text, "as the vectors")
+        expect_shape(one_hot, (batch, length, vocab), text, "one-hot tensor", {
             (batch, length, int(tokens.max()) + 1): "The one-hot vectors need V = E.size(0) entries, one per row of "
                                                   "the table, not just as many as the largest id in the batch: "
                                                   "pass num_classes.",
@@ -68,12 +68,12 @@ def check_one_hot_embedding(fn: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]
             raise AssertionError(f"{text}: wrong one-hot tensor: row (b, t) must be all 0 except a 1 at column "
                                  f"tokens[b, t]; for sentence 0 expected the 1s in columns {tokens[0].tolist()}, "
                                  f"got {one_hot[0].argmax(-1).tolist()}")
-        _expect_shape(vectors, (batch, length, d_model), text, "vectors")
-        _compare(vectors, E[tokens], text, "vectors", [])
-    _passed(task, "embedding lookup as a one-hot product, 3 batches (padding, the last id, one token)")
+        expect_shape(vectors, (batch, length, d_model), text, "vectors")
+        compare(vectors, E[tokens], text, "vectors", [])
+    report_passed(task, "embedding lookup as a one-hot product, 3 batches (padding, the last id, one token)")
 
 
-@_isolated(avoid=("minitransformer.embeddings:TokenEmbedding",))
+@isolated(avoid=("minitransformer.embeddings:TokenEmbedding",))
 def check_scaled_embedding(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check an embedding module against :class:`TokenEmbedding`: lookup times sqrt(d_model) (section 3.4).
 
@@ -88,28 +88,28 @@ def check_scaled_embedding(cls: type[nn.Module], *, task: int | str | None = Non
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
+    g = make_rng()
     for vocab, d_model, tokens in ((10, 16, torch.tensor([[4, 9, 1, 0], [5, 5, 0, 0]])),
                                    (7, 9, torch.tensor([[6, 3, 2]])), (5, 1, torch.tensor([[4]]))):
-        module = _build(cls, vocab, d_model)
-        owner = f"{_name(cls)}({vocab}, {d_model})"
+        module = build_learner(cls, vocab, d_model)
+        owner = f"{callable_name(cls)}({vocab}, {d_model})"
         weight = getattr(module, "weight", None)
         if not isinstance(weight, nn.Parameter):
-            found = ", ".join(f"{n} {_shape(p)}" for n, p in module.named_parameters()) or "none"
+            found = ", ".join(f"{n} {shape_text(p)}" for n, p in module.named_parameters()) or "none"
             raise AssertionError(f"{owner} has no parameter `weight` (its parameters: {found}): keep the table as "
                                  "self.weight = nn.Parameter(torch.randn(vocab_size, d_model)), or expose "
                                  "nn.Embedding's table under that name")
         if tuple(weight.shape) != (vocab, d_model):
             hint = " (rows are tokens: (V, D), not (D, V))" if tuple(weight.shape) == (d_model, vocab) else ""
-            raise AssertionError(f"{owner}.weight has shape {_shape(weight)}; expected ({vocab}, {d_model}){hint}")
+            raise AssertionError(f"{owner}.weight has shape {shape_text(weight)}; expected ({vocab}, {d_model}){hint}")
         ref = TokenEmbedding(vocab, d_model)
-        ref.weight.copy_(_rand(g, vocab, d_model, scale=0.2))
+        ref.weight.copy_(random_tensor(g, vocab, d_model, scale=0.2))
         weight.copy_(ref.weight)
-        text = f"{owner}.forward(tokens {_shape(tokens)})"
-        out = _expect_tensor(_call(module, tokens, text=text), text, f"of shape {_shape((*tokens.shape, d_model))}")
+        text = f"{owner}.forward(tokens {shape_text(tokens)})"
+        out = expect_tensor(call_learner(module, tokens, text=text), text, f"of shape {shape_text((*tokens.shape, d_model))}")
         expected = ref(tokens)
         rows = ref.weight[tokens]
-        _compare(out, expected, text, "vectors", [
+        compare(out, expected, text, "vectors", [
             ("Multiply the looked-up rows by sqrt(d_model) (section 3.4): yours are not scaled.", lambda: rows),
             (f"Multiply by sqrt(d_model) = {math.sqrt(d_model):.3f}, don't divide.", lambda: rows / math.sqrt(d_model)),
             (f"The factor is sqrt(d_model) = {math.sqrt(d_model):.3f}, not d_model = {d_model}.",
@@ -117,10 +117,10 @@ def check_scaled_embedding(cls: type[nn.Module], *, task: int | str | None = Non
             ("The factor is sqrt(d_model), the width of the vectors, not sqrt(vocab_size).",
              lambda: rows * math.sqrt(vocab) if vocab != d_model else None),
         ])
-    _passed(task, "scaled token embedding, 3 sizes (d_model 16, 9 and 1)")
+    report_passed(task, "scaled token embedding, 3 sizes (d_model 16, 9 and 1)")
 
 
-@_isolated
+@isolated
 def check_tied_output(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check a tiny language model whose embedding and output layer share one matrix (section 3.4).
 
@@ -136,10 +136,10 @@ def check_tied_output(cls: type[nn.Module], *, task: int | str | None = None) ->
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
+    g = make_rng()
     vocab, d_model = 11, 6
-    model = _build(cls, vocab, d_model)
-    owner = f"{_name(cls)}({vocab}, {d_model})"
+    model = build_learner(cls, vocab, d_model)
+    owner = f"{callable_name(cls)}({vocab}, {d_model})"
     embed, out = getattr(model, "embed", None), getattr(model, "out", None)
     if not isinstance(embed, nn.Embedding):
         raise AssertionError(f"{owner}.embed should be nn.Embedding({vocab}, {d_model}); got "
@@ -148,7 +148,7 @@ def check_tied_output(cls: type[nn.Module], *, task: int | str | None = None) ->
         raise AssertionError(f"{owner}.out should be nn.Linear({d_model}, {vocab}, bias=False); got "
                              f"{type(out).__name__ if out is not None else 'nothing'}")
     if tuple(out.weight.shape) != (vocab, d_model):
-        raise AssertionError(f"{owner}.out.weight has shape {_shape(out.weight)}; nn.Linear({d_model}, {vocab}) stores "
+        raise AssertionError(f"{owner}.out.weight has shape {shape_text(out.weight)}; nn.Linear({d_model}, {vocab}) stores "
                              f"({vocab}, {d_model}), exactly the shape of the embedding table")
     if out.bias is not None:
         raise AssertionError(f"{owner}.out has a bias: build it with bias=False (the paper's projection is E^T alone)")
@@ -163,24 +163,24 @@ def check_tied_output(cls: type[nn.Module], *, task: int | str | None = None) ->
     if n_params != vocab * d_model:
         raise AssertionError(f"{owner} has {n_params} parameters; a tied model has V * D = {vocab * d_model}: "
                              "one matrix, counted once, and nothing else")
-    E = _rand(g, vocab, d_model, scale=0.4)
+    E = random_tensor(g, vocab, d_model, scale=0.4)
     embed.weight.copy_(E)
     for tokens in (torch.tensor([[3, 7, 10], [4, 4, 0]]), torch.tensor([[5]])):
-        text = f"{owner}.forward(tokens {_shape(tokens)})"
-        logits = _expect_tensor(_call(model, tokens, text=text), text, f"of shape {_shape((*tokens.shape, vocab))}")
-        _expect_shape(logits, (*tokens.shape, vocab), text, "logits", {
+        text = f"{owner}.forward(tokens {shape_text(tokens)})"
+        logits = expect_tensor(call_learner(model, tokens, text=text), text, f"of shape {shape_text((*tokens.shape, vocab))}")
+        expect_shape(logits, (*tokens.shape, vocab), text, "logits", {
             (*tokens.shape, d_model): "Those are the embedded vectors; the output layer turns them into V scores.",
         })
         x = E[tokens]  # (B, T, D)
         expected = (x * math.sqrt(d_model)) @ E.T  # (B, T, V)
-        _compare(logits, expected, text, "logits", [
+        compare(logits, expected, text, "logits", [
             ("Scale the embedded tokens by sqrt(d_model) before the output layer, as the Transformer's embedding does.",
              lambda: x @ E.T),
             ("Return the scores (logits) themselves; the softmax belongs to the loss.",
              lambda: torch.softmax(expected, dim=-1)),
             ("Return the logits; log_softmax belongs to the loss.", lambda: torch.log_softmax(expected, dim=-1)),
         ])
-    _passed(task, f"tied embedding and output layer: one ({vocab}, {d_model}) parameter, logits for 2 batches")
+    report_passed(task, f"tied embedding and output layer: one ({vocab}, {d_model}) parameter, logits for 2 batches")
 
 
 def _skipgram_by_hand(W: Tensor, C: Tensor, centre: Tensor, context: Tensor, *, mean: bool = True,
@@ -201,7 +201,7 @@ def _skipgram_by_hand(W: Tensor, C: Tensor, centre: Tensor, context: Tensor, *, 
     return loss, grad_W, grad_C
 
 
-@_isolated(avoid=("torch.autograd:grad", "torch.autograd:backward"))
+@isolated(avoid=("torch.autograd:grad", "torch.autograd:backward"))
 def check_skipgram_gradients(fn: Callable[..., tuple[Tensor, Tensor, Tensor]], *,
                              task: int | str | None = None) -> None:
     """Check ``fn(W, C, centre, context) -> (loss, grad_W, grad_C)``: one skip-gram step by hand (lesson 01).
@@ -218,24 +218,24 @@ def check_skipgram_gradients(fn: Callable[..., tuple[Tensor, Tensor, Tensor]], *
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
+    g = make_rng()
     cases = [
         ("4 pairs, all centres different", torch.tensor([4, 5, 6, 7]), torch.tensor([5, 4, 8, 6])),
         ("a centre word repeated in 3 pairs", torch.tensor([4, 9, 4, 4, 6]), torch.tensor([5, 4, 7, 8, 4])),
         ("one pair", torch.tensor([8]), torch.tensor([5])),
     ]
     for case, centre, context in cases:
-        W, C = _rand(g, 10, 3, scale=0.5), _rand(g, 10, 3, scale=0.5)
+        W, C = random_tensor(g, 10, 3, scale=0.5), random_tensor(g, 10, 3, scale=0.5)
         args = (W, C, centre, context)
-        text = _call_text(fn, *args, names=("W", "C", "centre", "context")) + f" [{case}]"
+        text = call_text(fn, *args, names=("W", "C", "centre", "context")) + f" [{case}]"
         originals = [a.clone() for a in args]
-        result = _call(fn, *args, text=text)
+        result = call_learner(fn, *args, text=text)
         if any(not torch.equal(a, b) for a, b in zip(args, originals)):
             raise AssertionError(f"{text} changed its inputs in place: return the gradients, do not update W or C")
         if isinstance(result, Tensor) or not isinstance(result, (tuple, list)) or len(result) != 3:
             raise AssertionError(f"{text} must return three things, (loss, grad_W, grad_C)")
         loss = torch.tensor(float(result[0])) if isinstance(result[0], (int, float)) else result[0]  # .item() is fine
-        loss, grad_W, grad_C = (_expect_tensor(r, text, f"as {n}")
+        loss, grad_W, grad_C = (expect_tensor(r, text, f"as {n}")
                                 for r, n in zip((loss, *result[1:]), ("the loss", "grad_W", "grad_C")))
         with torch.enable_grad():
             W_ = W.clone().requires_grad_(True)
@@ -244,17 +244,17 @@ def check_skipgram_gradients(fn: Callable[..., tuple[Tensor, Tensor, Tensor]], *
             expected_W, expected_C = torch.autograd.grad(expected_loss, (W_, C_))
         expected_loss = expected_loss.detach()
         if loss.numel() != 1:
-            raise AssertionError(f"{text}: the loss has shape {_shape(loss)}; expected one number, the mean over the "
+            raise AssertionError(f"{text}: the loss has shape {shape_text(loss)}; expected one number, the mean over the "
                                  f"{centre.numel()} pairs")
-        _compare(loss.reshape(()), expected_loss, text, "loss", [
+        compare(loss.reshape(()), expected_loss, text, "loss", [
             ("Average the cross-entropy over the pairs; you summed it.",
              lambda: _skipgram_by_hand(W, C, centre, context, mean=False)[0]),
             ("The loss is the cross-entropy of the softmax, -log p(context | centre); you left out the minus sign.",
              lambda: -expected_loss),
         ])
-        _expect_shape(grad_C, tuple(C.shape), text, "gradient grad_C",
+        expect_shape(grad_C, tuple(C.shape), text, "gradient grad_C",
                       {(C.size(1), C.size(0)): "grad_C has the shape of C, (V, dim): transpose it."})
-        _expect_shape(grad_W, tuple(W.shape), text, "gradient grad_W",
+        expect_shape(grad_W, tuple(W.shape), text, "gradient grad_W",
                       {(centre.numel(), W.size(1)): "grad_W has the shape of the whole table W, (V, dim): add each "
                                                     "pair's row into the row of its centre word (index_add_)."})
         grad_mistakes = [
@@ -266,11 +266,11 @@ def check_skipgram_gradients(fn: Callable[..., tuple[Tensor, Tensor, Tensor]], *
              "grad_W.index_add_(0, centre, rows).", {"overwrite": True}),
         ]
         for index, what, given, expected in ((2, "grad_C", grad_C, expected_C), (1, "grad_W", grad_W, expected_W)):
-            _compare(given, expected, text, what, [
+            compare(given, expected, text, what, [
                 (hint, lambda kw=kw, index=index: _skipgram_by_hand(W, C, centre, context, **kw)[index])
                 for hint, kw in grad_mistakes
             ])
-    _passed(task, "skip-gram loss and gradients by hand, 3 batches (a repeated centre word, one pair), "
+    report_passed(task, "skip-gram loss and gradients by hand, 3 batches (a repeated centre word, one pair), "
                   "equal to autograd")
 
 
@@ -402,7 +402,7 @@ _MISTAKES: list[tuple[str, dict[str, Any]]] = [
 
 
 def _cases() -> list[tuple[str, dict[str, int], int]]:
-    rng = random.Random(_SEED)
+    rng = random.Random(SEED)
     drawn = []
     for k in range(3):
         counts: dict[str, int] = {}
@@ -424,7 +424,7 @@ def _cases() -> list[tuple[str, dict[str, int], int]]:
 def _as_merges(result: Any, text: str) -> list[Pair]:
     __tracebackhide__ = True
     if not isinstance(result, (list, tuple)):
-        raise AssertionError(f"{text} returned {_describe(result)}; expected a list of merges, each a pair of "
+        raise AssertionError(f"{text} returned {describe(result)}; expected a list of merges, each a pair of "
                              "strings such as ('a', 'b')")
     merges = []
     for k, m in enumerate(result):
@@ -435,7 +435,7 @@ def _as_merges(result: Any, text: str) -> list[Pair]:
     return merges
 
 
-@_isolated(avoid=("minitransformer.data.bpe:learn_bpe", "minitransformer.data.bpe:merge_pair",
+@isolated(avoid=("minitransformer.data.bpe:learn_bpe", "minitransformer.data.bpe:merge_pair",
                   "minitransformer.data.bpe:count_pairs"))
 def check_bpe_merges(fn: Callable[[dict[str, int], int], list[Pair]], *, task: int | str | None = None) -> None:
     """Check ``fn(word_counts, num_merges) -> merges``: BPE merges learned by hand (lesson 01).
@@ -456,9 +456,9 @@ def check_bpe_merges(fn: Callable[[dict[str, int], int], list[Pair]], *, task: i
     """
     __tracebackhide__ = True
     for case, counts, num_merges in _cases():
-        text = f"{_name(fn)}({counts!r}, {num_merges})" if len(counts) < 6 else \
-            f"{_name(fn)}(<{len(counts)} words>, {num_merges}) [{case}]"
-        given = _as_merges(_call(fn, dict(counts), num_merges, text=text), text)
+        text = f"{callable_name(fn)}({counts!r}, {num_merges})" if len(counts) < 6 else \
+            f"{callable_name(fn)}(<{len(counts)} words>, {num_merges}) [{case}]"
+        given = _as_merges(call_learner(fn, dict(counts), num_merges, text=text), text)
         problem = _replay(counts, num_merges, given)
         if problem is None:
             continue
@@ -466,5 +466,5 @@ def check_bpe_merges(fn: Callable[[dict[str, int], int], list[Pair]], *, task: i
             if _replay(counts, num_merges, given, **wrong) is None:
                 raise AssertionError(f"{text}: wrong merges {given}. {hint}")
         raise AssertionError(f"{text}: {problem}.")
-    _passed(task, f"BPE merges replayed on {len(_cases())} corpora, each a most frequent pair of its step (ties "
+    report_passed(task, f"BPE merges replayed on {len(_cases())} corpora, each a most frequent pair of its step (ties "
                   "broken any way): overlapping pairs, word counts, the marker, and 3 drawn corpora")

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from ..embeddings import sinusoidal_positional_encoding
-from ._common import _call, _compare, _expect_shape, _expect_tensor, _isolated, _name, _passed
+from .compare import call_learner, compare, expect_shape, expect_tensor, isolated, callable_name, report_passed
 
 __all__ = ["check_offset_rotation", "check_positional_encoding"]
 
@@ -30,7 +30,7 @@ def _rotation(k: int, d_model: int, *, transpose_blocks: bool = False, pair_expo
     return m
 
 
-@_isolated
+@isolated
 def check_offset_rotation(fn: Callable[[int, int], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(k, d_model) -> M_k`` (D, D): the rotation that moves every position k places (lesson 02).
 
@@ -49,9 +49,9 @@ def check_offset_rotation(fn: Callable[[int, int], Tensor], *, task: int | str |
     __tracebackhide__ = True
     length = 120
     for k, d_model in ((1, 4), (5, 16), (37, 64), (0, 8), (-3, 8)):
-        text = f"{_name(fn)}({k}, {d_model})"
-        m = _expect_tensor(_call(fn, k, d_model, text=text), text, f"of shape ({d_model}, {d_model})")
-        _expect_shape(m, (d_model, d_model), text, "matrix", {
+        text = f"{callable_name(fn)}({k}, {d_model})"
+        m = expect_tensor(call_learner(fn, k, d_model, text=text), text, f"of shape ({d_model}, {d_model})")
+        expect_shape(m, (d_model, d_model), text, "matrix", {
             (d_model // 2, 2, 2): "Put the 2x2 blocks on the diagonal of one (D, D) matrix "
                                   "(torch.block_diag(*blocks)).",
         })
@@ -70,10 +70,10 @@ def check_offset_rotation(fn: Callable[[int, int], Tensor], *, task: int | str |
             ("The diagonal of each block holds cos(w_i k) and the off-diagonal sin(w_i k), not the other way round.",
              lambda: _rotation(k, d_model, swap_cos_sin=True)),
         ]
-        _compare(m.double(), expected, text, "matrix", mistakes, atol=1e-5, rtol=1e-4)
+        compare(m.double(), expected, text, "matrix", mistakes, atol=1e-5, rtol=1e-4)
         if not torch.allclose(moved, pe[start + k:stop + k], atol=1e-4):  # float32 table: rounding only
             raise AssertionError(f"{text}: PE[p] @ M_k differs from PE[p + k]")
-    _passed(task, "offset rotation M_k, 5 cases (k = 1, 5, 37, 0 and -3; PE[p] @ M_k = PE[p + k] for every p)")
+    report_passed(task, "offset rotation M_k, 5 cases (k = 1, 5, 37, 0 and -3; PE[p] @ M_k = PE[p + k] for every p)")
 
 
 def _pe_variant(max_len: int, d_model: int, *, pair_exponent: bool = True, per_column: bool = False,
@@ -94,7 +94,7 @@ def _pe_variant(max_len: int, d_model: int, *, pair_exponent: bool = True, per_c
     return pe.float()
 
 
-@_isolated(avoid=("minitransformer.embeddings:sinusoidal_positional_encoding", "minitransformer.embeddings:PositionalEncoding"))
+@isolated(avoid=("minitransformer.embeddings:sinusoidal_positional_encoding", "minitransformer.embeddings:PositionalEncoding"))
 def check_positional_encoding(fn: Callable[[int, int], Tensor], *, task: int | str | None = None,
                               sizes: Sequence[tuple[int, int]] = ((1, 2), (6, 4), (50, 16), (20, 64))) -> None:
     """Check a sinusoidal positional-encoding table against :func:`sinusoidal_positional_encoding`.
@@ -112,9 +112,9 @@ def check_positional_encoding(fn: Callable[[int, int], Tensor], *, task: int | s
     """
     __tracebackhide__ = True
     for max_len, d_model in sizes:
-        text = f"{_name(fn)}({max_len}, {d_model})"
-        pe = _expect_tensor(_call(fn, max_len, d_model, text=text), text, f"of shape ({max_len}, {d_model})")
-        _expect_shape(pe, (max_len, d_model), text, "table", {
+        text = f"{callable_name(fn)}({max_len}, {d_model})"
+        pe = expect_tensor(call_learner(fn, max_len, d_model, text=text), text, f"of shape ({max_len}, {d_model})")
+        expect_shape(pe, (max_len, d_model), text, "table", {
             (d_model, max_len): "Rows are positions and columns are features: did you transpose the table?",
             (1, max_len, d_model): "Return the table itself, without a batch axis.",
         })
@@ -145,5 +145,5 @@ def check_positional_encoding(fn: Callable[[int, int], Tensor], *, task: int | s
                         f"yours starts [{shown}{', ...' if d_model > 6 else ''}].")
             return None
 
-        _compare(pe, expected, text, "table", mistakes, atol=1e-4, rtol=1e-4, fallback=row_zero)
-    _passed(task, f"sinusoidal positional encoding, {len(sizes)} table sizes: " + ", ".join(map(str, sizes)))
+        compare(pe, expected, text, "table", mistakes, atol=1e-4, rtol=1e-4, fallback=row_zero)
+    report_passed(task, f"sinusoidal positional encoding, {len(sizes)} table sizes: " + ", ".join(map(str, sizes)))

@@ -10,8 +10,8 @@ from torch import Tensor
 
 from ..attention import scaled_dot_product_attention
 from ..masks import make_causal_mask, make_padding_mask
-from ._common import (_call, _call_text, _close, _compare, _describe, _expect_bool, _expect_shape, _expect_tensor,
-                      _isolated, _known_mistake, _name, _passed, _rand, _rng, _shape)
+from .compare import (call_learner, call_text, all_close, compare, describe, expect_bool, expect_shape, expect_tensor,
+                      isolated, known_mistake, callable_name, report_passed, random_tensor, make_rng, shape_text)
 
 __all__ = ["check_logsumexp", "check_padding_mask", "check_scaled_dot_product_attention", "check_stable_softmax"]
 
@@ -31,18 +31,18 @@ def _attention_by_hand(query: Tensor, key: Tensor, value: Tensor, mask: Tensor |
 def _attention_cases(g: torch.Generator) -> list[tuple[str, Tensor, Tensor, Tensor, Tensor | None]]:
     keep = torch.tensor([[True, True, True, False, False], [True, True, True, True, False]])
     return [
-        ("self-attention (B, T, d_k)", _rand(g, 2, 4, 8), _rand(g, 2, 4, 8), _rand(g, 2, 4, 8), None),
+        ("self-attention (B, T, d_k)", random_tensor(g, 2, 4, 8), random_tensor(g, 2, 4, 8), random_tensor(g, 2, 4, 8), None),
         ("cross-attention with heads, Tq=3, Tk=5, d_k=8, d_v=6",
-         _rand(g, 2, 2, 3, 8), _rand(g, 2, 2, 5, 8), _rand(g, 2, 2, 5, 6), None),
+         random_tensor(g, 2, 2, 3, 8), random_tensor(g, 2, 2, 5, 8), random_tensor(g, 2, 2, 5, 6), None),
         ("a padding mask (B, 1, 1, Tk)",
-         _rand(g, 2, 2, 3, 8), _rand(g, 2, 2, 5, 8), _rand(g, 2, 2, 5, 6), keep[:, None, None, :]),
-        ("a causal mask (1, 1, T, T)", _rand(g, 2, 2, 4, 8), _rand(g, 2, 2, 4, 8), _rand(g, 2, 2, 4, 8),
+         random_tensor(g, 2, 2, 3, 8), random_tensor(g, 2, 2, 5, 8), random_tensor(g, 2, 2, 5, 6), keep[:, None, None, :]),
+        ("a causal mask (1, 1, T, T)", random_tensor(g, 2, 2, 4, 8), random_tensor(g, 2, 2, 4, 8), random_tensor(g, 2, 2, 4, 8),
          make_causal_mask(4)),
-        ("a single key", _rand(g, 1, 3, 4), _rand(g, 1, 1, 4), _rand(g, 1, 1, 4), None),
+        ("a single key", random_tensor(g, 1, 3, 4), random_tensor(g, 1, 1, 4), random_tensor(g, 1, 1, 4), None),
     ]
 
 
-@_isolated(avoid=("minitransformer.attention:scaled_dot_product_attention", "minitransformer.attention:MultiHeadAttention",
+@isolated(avoid=("minitransformer.attention:scaled_dot_product_attention", "minitransformer.attention:MultiHeadAttention",
                    "torch.nn.functional:scaled_dot_product_attention", "torch.nn:MultiheadAttention"))
 def check_scaled_dot_product_attention(fn: Callable[..., tuple[Tensor, Tensor]], *,
                                        task: int | str | None = None) -> None:
@@ -59,25 +59,25 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[Tensor, Tensor]],
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    for case, query, key, value, mask in _attention_cases(_rng()):
+    for case, query, key, value, mask in _attention_cases(make_rng()):
         args = (query, key, value) if mask is None else (query, key, value, mask)
-        text = _call_text(fn, *args, names=("query", "key", "value", "mask")) + f" [{case}]"
+        text = call_text(fn, *args, names=("query", "key", "value", "mask")) + f" [{case}]"
         originals = [t.clone() for t in args]
-        result = _call(fn, *args, text=text)
+        result = call_learner(fn, *args, text=text)
         if any(not torch.equal(a, b) for a, b in zip(args, originals)):
             raise AssertionError(f"{text} changed its inputs in place: compute new tensors instead "
                                  "(e.g. masked_fill, not masked_fill_)")
         if isinstance(result, Tensor) or not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise AssertionError(f"{text} returned {_describe(result)}; expected a pair (output, weights)")
+            raise AssertionError(f"{text} returned {describe(result)}; expected a pair (output, weights)")
         out, weights = result
-        _expect_tensor(out, text, "as the output")
-        _expect_tensor(weights, text, "as the weights")
+        expect_tensor(out, text, "as the output")
+        expect_tensor(weights, text, "as the weights")
         expected_out, expected_w = scaled_dot_product_attention(query, key, value, mask)
         if weights.shape == expected_out.shape and out.shape == expected_w.shape and out.shape != weights.shape:
             raise AssertionError(f"{text} returned (weights, output): return (output, weights) in that order")
-        _expect_shape(weights, expected_w.shape, text, "weights",
+        expect_shape(weights, expected_w.shape, text, "weights",
                       {tuple(expected_w.transpose(-2, -1).shape): "The weights are (..., Tq, Tk): one row per query."})
-        _expect_shape(out, expected_out.shape, text, "output")
+        expect_shape(out, expected_out.shape, text, "output")
         d_k, d_v = query.size(-1), value.size(-1)
         if torch.isnan(weights).any():
             raise AssertionError(
@@ -125,16 +125,16 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[Tensor, Tensor]],
              lambda: _attention_by_hand(query, key, value, mask, scale=math.sqrt(d_k), invert_mask=True)[1]
              if mask is not None else None),
         ]
-        _compare(weights, expected_w, text, "weights", mistakes)
-        _compare(out, expected_out, text, "output", [
+        compare(weights, expected_w, text, "weights", mistakes)
+        compare(out, expected_out, text, "output", [
             ("Your weights are right, but they must average the values (weights @ value), not the keys.",
              lambda: expected_w @ key),
         ])
-    _passed(task, "scaled dot-product attention, 5 cases (3-D and 4-D inputs, cross-attention, "
+    report_passed(task, "scaled dot-product attention, 5 cases (3-D and 4-D inputs, cross-attention, "
                   "padding and causal masks, a single key)")
 
 
-@_isolated(avoid=("minitransformer.masks:make_padding_mask", "minitransformer.masks:make_target_mask"))
+@isolated(avoid=("minitransformer.masks:make_padding_mask", "minitransformer.masks:make_target_mask"))
 def check_padding_mask(fn: Callable[[Tensor, int], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(tokens, pad_id)`` against :func:`make_padding_mask`: bool (B, 1, 1, S), True on real tokens.
 
@@ -152,11 +152,11 @@ def check_padding_mask(fn: Callable[[Tensor, int], Tensor], *, task: int | str |
         (torch.tensor([[3]]), 0),
     ]
     for tokens, pad_id in cases:
-        text = f"{_name(fn)}(tokens {_shape(tokens)}, pad_id={pad_id})"
-        mask = _expect_tensor(_call(fn, tokens, pad_id, text=text), text, "(the mask)")
-        _expect_bool(mask, text)
+        text = f"{callable_name(fn)}(tokens {shape_text(tokens)}, pad_id={pad_id})"
+        mask = expect_tensor(call_learner(fn, tokens, pad_id, text=text), text, "(the mask)")
+        expect_bool(mask, text)
         batch, length = tokens.shape
-        _expect_shape(mask, (batch, 1, 1, length), text, "mask", {
+        expect_shape(mask, (batch, 1, 1, length), text, "mask", {
             (batch, length): "Add two axes, (B, S) -> (B, 1, 1, S), so the mask broadcasts over the heads and "
                              "the queries: tokens[:, None, None, :].",
             (batch, 1, length): "One axis is missing: (B, 1, 1, S) broadcasts over the heads and the queries.",
@@ -172,7 +172,7 @@ def check_padding_mask(fn: Callable[[Tensor, int], Tensor], *, task: int | str |
             else:
                 hint = f"expected {expected[:, 0, 0].int().tolist()} (1 = real token), got {mask[:, 0, 0].int().tolist()}."
             raise AssertionError(f"{text} gave the wrong mask. {hint}")
-    _passed(task, "padding mask, 3 batches (pad id 0 and 1, a sentence without padding, length 1)")
+    report_passed(task, "padding mask, 3 batches (pad id 0 and 1, a sentence without padding, length 1)")
 
 
 # --- The softmax that does not overflow (lesson 03, "A softmax that does not overflow") --------------------------
@@ -204,10 +204,10 @@ def _unkept_shift(x: Tensor, dim: int) -> Tensor:
 
 
 def _call_explained(fn: Callable[..., Tensor], *args: object, text: str) -> Tensor:
-    """:func:`_call`, with a hint for the errors that the dimension bookkeeping of this task raises."""
+    """:func:`call_learner`, with a hint for the errors that the dimension bookkeeping of this task raises."""
     __tracebackhide__ = True
     try:
-        return _call(fn, *args, text=text)
+        return call_learner(fn, *args, text=text)
     except AssertionError as err:
         message = str(err)
         if "return_types.max" in message or "return_types.min" in message:
@@ -223,14 +223,14 @@ def _call_explained(fn: Callable[..., Tensor], *args: object, text: str) -> Tens
 
 def _lse_cases(g: torch.Generator) -> list[tuple[str, Tensor, int]]:
     rows = torch.tensor([[1000.0, 999.0, 998.0], [-5.0, -4.0, -3.0], [0.5, -0.5, 0.0]])
-    masked = (_rand(g, 2, 4, scale=5.0)).masked_fill(~torch.ones(4, 4, dtype=torch.bool).tril()[:2], -_INF)
+    masked = (random_tensor(g, 2, 4, scale=5.0)).masked_fill(~torch.ones(4, 4, dtype=torch.bool).tril()[:2], -_INF)
     return [
-        ("small scores, dim=-1", _rand(g, 3, 5), -1),
+        ("small scores, dim=-1", random_tensor(g, 3, 5), -1),
         ("the lesson's scores [1000, 999, 800]", torch.tensor([1000.0, 999.0, 800.0]), 0),
         ("large negative scores [-1000, -1001, -1200]", torch.tensor([-1000.0, -1001.0, -1200.0]), -1),
         ("rows of very different sizes", rows, -1),
-        ("a 3-D input, dim=1", _rand(g, 2, 3, 4, scale=30.0) + 500.0, 1),
-        ("a square matrix, dim=0", _rand(g, 3, 3, scale=40.0) - 300.0, 0),
+        ("a 3-D input, dim=1", random_tensor(g, 2, 3, 4, scale=30.0) + 500.0, 1),
+        ("a square matrix, dim=0", random_tensor(g, 3, 3, scale=40.0) - 300.0, 0),
         ("scores with masked keys (-inf)", masked, -1),
         ("a row that is all -inf (a query whose keys are all masked)",
          torch.tensor([[1.0, 2.0, 3.0], [-_INF, -_INF, -_INF]]), -1),
@@ -253,17 +253,17 @@ def _lse_shape_hints(x: Tensor, dim: int) -> dict[tuple[int, ...], str]:
         mixed = tuple(torch.broadcast_shapes(keep, _without(x.shape, dim)))
         if mixed != _without(x.shape, dim):
             hints[mixed] = ("The max kept its axis (keepdim=True) and the sum dropped it, so adding them "
-                            f"broadcast to {_shape(mixed)}: squeeze the max, m.squeeze(dim), or keep both and "
+                            f"broadcast to {shape_text(mixed)}: squeeze the max, m.squeeze(dim), or keep both and "
                             "squeeze the result.")
     except RuntimeError:
         pass
-    hints[keep] = (f"torch.logsumexp(x, dim) removes the reduced dimension: {_shape(_without(x.shape, dim))}, not "
-                   f"{_shape(keep)}. Squeeze it at the end, .squeeze(dim) (keepdim=True is for the max inside).")
+    hints[keep] = (f"torch.logsumexp(x, dim) removes the reduced dimension: {shape_text(_without(x.shape, dim))}, not "
+                   f"{shape_text(keep)}. Squeeze it at the end, .squeeze(dim) (keepdim=True is for the max inside).")
     hints[()] = f"Reduce over dim={dim} only, one log-sum-exp per row, not over the whole tensor."
     return hints
 
 
-@_isolated(avoid=("torch:logsumexp", "torch.special:logsumexp", "torch:log_softmax",
+@isolated(avoid=("torch:logsumexp", "torch.special:logsumexp", "torch:log_softmax",
                   "torch.nn.functional:log_softmax", "torch.special:log_softmax"))
 def check_logsumexp(fn: Callable[[Tensor, int], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(x, dim)`` against :func:`torch.logsumexp`: log sum_j exp(x_j) over ``dim``, without overflow.
@@ -281,17 +281,17 @@ def check_logsumexp(fn: Callable[[Tensor, int], Tensor], *, task: int | str | No
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    cases = _lse_cases(_rng())
+    cases = _lse_cases(make_rng())
     for case, x, dim in cases:
-        text = f"{_name(fn)}(x {_shape(x)}, dim={dim}) [{case}]"
+        text = f"{callable_name(fn)}(x {shape_text(x)}, dim={dim}) [{case}]"
         original = x.clone()
-        wanted = f"of shape {_shape(_without(x.shape, dim))}"
-        given = _expect_tensor(_call_explained(fn, x, dim, text=text), text, wanted)
+        wanted = f"of shape {shape_text(_without(x.shape, dim))}"
+        given = expect_tensor(_call_explained(fn, x, dim, text=text), text, wanted)
         if not torch.equal(x, original):
             raise AssertionError(f"{text} changed x in place: compute new tensors (x - m, not x -= m or x.sub_(m))")
         expected = torch.logsumexp(x, dim=dim)
-        _expect_shape(given, expected.shape, text, "log-sum-exp", _lse_shape_hints(x, dim))
-        if _close(given, expected, 1e-4, 1e-5):
+        expect_shape(given, expected.shape, text, "log-sum-exp", _lse_shape_hints(x, dim))
+        if all_close(given, expected, 1e-4, 1e-5):
             continue
         mistakes = [
             ("You computed log(sum(exp(x))) as written: exp(x) overflows to inf once x > 88.7 in float32 (709.8 "
@@ -314,7 +314,7 @@ def check_logsumexp(fn: Callable[[Tensor, int], Tensor], *, task: int | str | No
             (f"You reduced over the last dimension; reduce over dim={dim}, the argument.",
              lambda: torch.logsumexp(x, dim=-1) if dim % x.dim() != x.dim() - 1 else None),
         ]
-        hint = _known_mistake(given, mistakes, atol=1e-4, rtol=1e-5)
+        hint = known_mistake(given, mistakes, atol=1e-4, rtol=1e-5)
         if hint is not None:
             raise AssertionError(f"{text}: wrong log-sum-exp. {hint}")
         finite = torch.isfinite(expected)
@@ -329,24 +329,24 @@ def check_logsumexp(fn: Callable[[Tensor, int], Tensor], *, task: int | str | No
                     f"{text}: your log-sum-exp is {words} where it should be finite "
                     f"(expected {expected.tolist()}): exp(x) overflows above 88.7 and underflows to 0 far below 0. "
                     "Subtract each row's maximum before exp and add it back after the log.")
-        _compare(given, expected, text, "log-sum-exp", atol=1e-4, rtol=1e-5)
-    _passed(task, f"log-sum-exp equal to torch.logsumexp on {len(cases)} cases (scores near +-1000, rows of "
+        compare(given, expected, text, "log-sum-exp", atol=1e-4, rtol=1e-5)
+    report_passed(task, f"log-sum-exp equal to torch.logsumexp on {len(cases)} cases (scores near +-1000, rows of "
                   "different sizes, dim 0, 1 and -1, masked scores and an all -inf row)")
 
 
 def _softmax_cases(g: torch.Generator) -> list[tuple[str, Tensor, int]]:
     rows = torch.tensor([[1000.0, 999.0, 998.0], [-5.0, -4.0, -3.0], [0.5, -0.5, 0.0]])
-    masked = (_rand(g, 2, 4, scale=5.0)).masked_fill(~torch.ones(4, 4, dtype=torch.bool).tril()[:2], -_INF)
+    masked = (random_tensor(g, 2, 4, scale=5.0)).masked_fill(~torch.ones(4, 4, dtype=torch.bool).tril()[:2], -_INF)
     return [
-        ("small scores, dim=-1", _rand(g, 3, 5), -1),
+        ("small scores, dim=-1", random_tensor(g, 3, 5), -1),
         ("the lesson's scores [1000, 999, 800]", torch.tensor([1000.0, 999.0, 800.0]), 0),
         ("a square matrix of rows of very different sizes, dim=-1", rows, -1),
-        ("a 3-D input, dim=1", _rand(g, 2, 3, 4, scale=30.0) + 500.0, 1),
+        ("a 3-D input, dim=1", random_tensor(g, 2, 3, 4, scale=30.0) + 500.0, 1),
         ("scores with masked keys (-inf)", masked, -1),
     ]
 
 
-@_isolated(avoid=("torch:softmax", "torch.nn.functional:softmax", "torch.special:softmax", "torch:log_softmax",
+@isolated(avoid=("torch:softmax", "torch.nn.functional:softmax", "torch.special:softmax", "torch:log_softmax",
                   "torch.nn.functional:log_softmax", "torch.special:log_softmax", "torch:logsumexp",
                   "torch.special:logsumexp"))
 def check_stable_softmax(fn: Callable[[Tensor, int], Tensor], *, task: int | str | None = None) -> None:
@@ -360,21 +360,21 @@ def check_stable_softmax(fn: Callable[[Tensor, int], Tensor], *, task: int | str
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    cases = _softmax_cases(_rng())
+    cases = _softmax_cases(make_rng())
     for case, x, dim in cases:
-        text = f"{_name(fn)}(x {_shape(x)}, dim={dim}) [{case}]"
+        text = f"{callable_name(fn)}(x {shape_text(x)}, dim={dim}) [{case}]"
         original = x.clone()
-        given = _expect_tensor(_call_explained(fn, x, dim, text=text), text, f"of shape {_shape(x)}")
+        given = expect_tensor(_call_explained(fn, x, dim, text=text), text, f"of shape {shape_text(x)}")
         if not torch.equal(x, original):
             raise AssertionError(f"{text} changed x in place: compute new tensors instead")
         expected = torch.softmax(x, dim=dim)
-        _expect_shape(given, expected.shape, text, "softmax", {
+        expect_shape(given, expected.shape, text, "softmax", {
             _without(x.shape, dim): "The softmax has the shape of x: one weight per entry, not one number per row.",
         })
         # exp(x - LSE(x)) inherits LSE's rounding: near 1000, float32 keeps about 4 decimals, so a right
         # answer can be off by a few 1e-5 relative to torch.softmax (which divides by the sum instead).
         tolerance = {"atol": 1e-5, "rtol": 3e-4}
-        if _close(given, expected, **tolerance):
+        if all_close(given, expected, **tolerance):
             continue
         lse = torch.logsumexp(x, dim=dim, keepdim=True)
         mistakes = [
@@ -390,7 +390,7 @@ def check_stable_softmax(fn: Callable[[Tensor, int], Tensor], *, task: int | str
             ("exp(x - max) is not normalised yet: subtract LSE(x), not the maximum, and the rows sum to 1.",
              lambda: torch.exp(x - x.amax(dim=dim, keepdim=True))),
         ]
-        hint = _known_mistake(given, mistakes, **tolerance)
+        hint = known_mistake(given, mistakes, **tolerance)
         if hint is not None:
             raise AssertionError(f"{text}: wrong softmax. {hint}")
         if bool(torch.isnan(given).any()):
@@ -403,8 +403,8 @@ def check_stable_softmax(fn: Callable[[Tensor, int], Tensor], *, task: int | str
                 "putting its axis back." if any(torch.allclose(given.sum(dim=d), torch.ones(1), atol=1e-4)
                                                  for d in range(x.dim()) if d != dim % x.dim()) else "")
             raise AssertionError(f"{text}: your softmax does not sum to 1 over dim={dim}.{other}")
-        _compare(given, expected, text, "softmax", **tolerance)
-    _passed(task, f"softmax as exp(x - LSE(x)) equal to torch.softmax on {len(cases)} cases (scores near 1000, "
+        compare(given, expected, text, "softmax", **tolerance)
+    report_passed(task, f"softmax as exp(x - LSE(x)) equal to torch.softmax on {len(cases)} cases (scores near 1000, "
                   "rows of different sizes, dim 0, 1 and -1, masked scores)")
 
 

@@ -10,13 +10,13 @@ from torch import Tensor, nn
 
 from ..attention import MultiHeadAttention
 from ..masks import make_causal_mask
-from ._common import (_build, _call, _call_text, _compare, _copy_linear, _expect_shape, _expect_tensor,
-                      _fill_parameters, _first_output, _isolated, _linear_like, _name, _passed, _rand, _rng, _shape)
+from .compare import (build_learner, call_learner, call_text, compare, copy_linear, expect_shape, expect_tensor,
+                      fill_parameters, first_output, isolated, linear_like, callable_name, report_passed, random_tensor, make_rng, shape_text)
 
 __all__ = ["check_multi_head_attention", "check_split_and_merge_heads"]
 
 
-@_isolated
+@isolated
 def check_split_and_merge_heads(split: Callable[[Tensor, int], Tensor], merge: Callable[[Tensor], Tensor], *,
                                 task: int | str | None = None) -> None:
     """Check ``split(x, n_heads)`` (B, T, D) -> (B, H, T, Dk) and ``merge(heads)`` (B, H, T, Dk) -> (B, T, D).
@@ -34,50 +34,50 @@ def check_split_and_merge_heads(split: Callable[[Tensor, int], Tensor], merge: C
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
+    g = make_rng()
     for batch, length, d_model, n_heads in ((2, 3, 8, 2), (1, 5, 12, 3), (2, 4, 6, 1), (3, 2, 4, 4)):
         d_k = d_model // n_heads
-        x = _rand(g, batch, length, d_model)
-        text = f"{_name(split)}(x {_shape(x)}, n_heads={n_heads})"
-        heads = _expect_tensor(_call(split, x, n_heads, text=text), text,
-                               f"of shape {_shape((batch, n_heads, length, d_k))}")
+        x = random_tensor(g, batch, length, d_model)
+        text = f"{callable_name(split)}(x {shape_text(x)}, n_heads={n_heads})"
+        heads = expect_tensor(call_learner(split, x, n_heads, text=text), text,
+                               f"of shape {shape_text((batch, n_heads, length, d_k))}")
         expected = x.view(batch, length, n_heads, d_k).transpose(1, 2)  # (B, H, T, Dk)
-        _expect_shape(heads, expected.shape, text, "heads", {
+        expect_shape(heads, expected.shape, text, "heads", {
             (batch, length, n_heads, d_k): "Also move the heads in front of the positions: .transpose(1, 2).",
             (batch, n_heads * length, d_k): "Keep separate axes for the heads and the positions: (B, H, T, Dk).",
         })
-        _compare(heads, expected, text, "heads", [
+        compare(heads, expected, text, "heads", [
             ("View x as (B, T, H, Dk) and then transpose to (B, H, T, Dk); a direct view or reshape to "
              "(B, H, T, Dk) cuts the sequence at the wrong places and mixes the positions.",
              lambda: x.reshape(batch, n_heads, length, d_k)),
             ("Head i takes the contiguous block of features i*d_k ... (i+1)*d_k - 1: view as (B, T, H, Dk), "
              "not (B, T, Dk, H).", lambda: x.view(batch, length, d_k, n_heads).permute(0, 3, 1, 2)),
         ])
-        y = _rand(g, batch, n_heads, length, d_k)
-        text = f"{_name(merge)}(heads {_shape(y)})"
+        y = random_tensor(g, batch, n_heads, length, d_k)
+        text = f"{callable_name(merge)}(heads {shape_text(y)})"
         try:
-            merged = _call(merge, y, text=text)
+            merged = call_learner(merge, y, text=text)
         except AssertionError as err:
             if "view size is not compatible" in str(err):
                 raise AssertionError(f"{err}. After a transpose the numbers are no longer stored in row order: use "
                                      ".reshape(...) (or .contiguous().view(...)) instead of .view(...).") from None
             raise
-        merged = _expect_tensor(merged, text, f"of shape {_shape((batch, length, d_model))}")
+        merged = expect_tensor(merged, text, f"of shape {shape_text((batch, length, d_model))}")
         expected = y.transpose(1, 2).reshape(batch, length, d_model)  # (B, T, D)
-        _expect_shape(merged, expected.shape, text, "merged tensor", {
+        expect_shape(merged, expected.shape, text, "merged tensor", {
             (batch, length, n_heads, d_k): "Glue the heads of each position together: reshape to (B, T, H * Dk).",
         })
-        _compare(merged, expected, text, "merged tensor", [
+        compare(merged, expected, text, "merged tensor", [
             ("Transpose (B, H, T, Dk) back to (B, T, H, Dk) before reshaping to (B, T, D); reshaping directly "
              "mixes the positions.", lambda: y.reshape(batch, length, d_model)),
             ("Put the heads side by side, head 0 in features 0 ... d_k - 1: transpose to (B, T, H, Dk), not "
              "(B, T, Dk, H).", lambda: y.permute(0, 2, 3, 1).reshape(batch, length, d_model)),
         ])
-        back = _call(merge, _call(split, x, n_heads, text=text), text=f"{_name(merge)}({_name(split)}(x))")
+        back = call_learner(merge, call_learner(split, x, n_heads, text=text), text=f"{callable_name(merge)}({callable_name(split)}(x))")
         if not torch.equal(back, x):
-            raise AssertionError(f"{_name(merge)}({_name(split)}(x, {n_heads})) does not give x back: merge must "
+            raise AssertionError(f"{callable_name(merge)}({callable_name(split)}(x, {n_heads})) does not give x back: merge must "
                                  "undo split")
-    _passed(task, "split and merge heads, 4 sizes (1 to 4 heads, d_k from 1 to 4), merge undoes split")
+    report_passed(task, "split and merge heads, 4 sizes (1 to 4 heads, d_k from 1 to 4), merge undoes split")
 
 
 def _mha_by_hand(ref: MultiHeadAttention, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, *,
@@ -155,17 +155,17 @@ def _mha_mistakes(ref: MultiHeadAttention, q: Tensor, k: Tensor, v: Tensor,
 def _mha_cases(g: torch.Generator) -> list[tuple[str, int, int, Tensor, Tensor, Tensor | None]]:
     keep = torch.tensor([[True, True, True, True, False], [True, True, False, False, False]])
     return [
-        ("self-attention, d_model=8, n_heads=2", 8, 2, _rand(g, 2, 3, 8), _rand(g, 2, 3, 8), None),
-        ("cross-attention with a padding mask, d_model=12, n_heads=3", 12, 3, _rand(g, 2, 2, 12), _rand(g, 2, 5, 12),
+        ("self-attention, d_model=8, n_heads=2", 8, 2, random_tensor(g, 2, 3, 8), random_tensor(g, 2, 3, 8), None),
+        ("cross-attention with a padding mask, d_model=12, n_heads=3", 12, 3, random_tensor(g, 2, 2, 12), random_tensor(g, 2, 5, 12),
          keep[:, None, None, :]),
-        ("self-attention with a causal mask, d_model=8, n_heads=2", 8, 2, _rand(g, 2, 4, 8), _rand(g, 2, 4, 8),
+        ("self-attention with a causal mask, d_model=8, n_heads=2", 8, 2, random_tensor(g, 2, 4, 8), random_tensor(g, 2, 4, 8),
          make_causal_mask(4)),
-        ("one head, d_model=8, n_heads=1", 8, 1, _rand(g, 1, 3, 8), _rand(g, 1, 3, 8), None),
-        ("d_k = 1, d_model=4, n_heads=4", 4, 4, _rand(g, 2, 3, 4), _rand(g, 2, 2, 4), None),
+        ("one head, d_model=8, n_heads=1", 8, 1, random_tensor(g, 1, 3, 8), random_tensor(g, 1, 3, 8), None),
+        ("d_k = 1, d_model=4, n_heads=4", 4, 4, random_tensor(g, 2, 3, 4), random_tensor(g, 2, 2, 4), None),
     ]
 
 
-@_isolated(avoid=("minitransformer.attention:MultiHeadAttention", "torch.nn:MultiheadAttention"))
+@isolated(avoid=("minitransformer.attention:MultiHeadAttention", "torch.nn:MultiheadAttention"))
 def check_multi_head_attention(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check a multi-head attention class against :class:`MultiHeadAttention` with the same weights.
 
@@ -182,21 +182,21 @@ def check_multi_head_attention(cls: type[nn.Module], *, task: int | str | None =
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
+    g = make_rng()
     for case, d_model, n_heads, query, memory, mask in _mha_cases(g):
-        mine = _build(cls, d_model, n_heads)
-        owner = f"{_name(cls)}({d_model}, {n_heads})"
+        mine = build_learner(cls, d_model, n_heads)
+        owner = f"{callable_name(cls)}({d_model}, {n_heads})"
         ref = MultiHeadAttention(d_model, n_heads).eval()
-        _fill_parameters(ref, g)
+        fill_parameters(ref, g)
         for name in ("w_q", "w_k", "w_v", "w_o"):
-            _copy_linear(_linear_like(mine, name, d_model, d_model, owner), getattr(ref, name))
+            copy_linear(linear_like(mine, name, d_model, d_model, owner), getattr(ref, name))
         key = value = memory
         args = (query, key, value) if mask is None else (query, key, value, mask)
-        text = _call_text(mine, *args, names=("query", "key", "value", "mask")).replace(
-            _name(mine), f"{owner}.forward", 1) + f" [{case}]"
-        out = _expect_tensor(_first_output(_call(mine, *args, text=text)), text, "as the output")
+        text = call_text(mine, *args, names=("query", "key", "value", "mask")).replace(
+            callable_name(mine), f"{owner}.forward", 1) + f" [{case}]"
+        out = expect_tensor(first_output(call_learner(mine, *args, text=text)), text, "as the output")
         expected = ref(query, key, value, mask)[0]
-        _expect_shape(out, expected.shape, text, "output")
-        _compare(out, expected, text, "output", _mha_mistakes(ref, query, key, value, mask))
-    _passed(task, "multi-head attention, 5 cases (self- and cross-attention, padding and causal masks, "
+        expect_shape(out, expected.shape, text, "output")
+        compare(out, expected, text, "output", _mha_mistakes(ref, query, key, value, mask))
+    report_passed(task, "multi-head attention, 5 cases (self- and cross-attention, padding and causal masks, "
                   "1 to 4 heads, d_k from 1 to 8)")

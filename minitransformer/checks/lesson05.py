@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..layers import EncoderLayer, PositionwiseFeedForward
-from ._common import (_build, _call, _close, _compare, _copy_linear, _expect_tensor, _fill_parameters, _first_output,
-                      _isolated, _linear_like, _name, _passed, _rand, _rng, _shape)
+from .compare import (build_learner, call_learner, all_close, compare, copy_linear, expect_tensor, fill_parameters, first_output,
+                      isolated, linear_like, callable_name, report_passed, random_tensor, make_rng, shape_text)
 
 __all__ = ["check_encoder_layer", "check_feed_forward", "check_layer_norm"]
 
@@ -25,7 +25,7 @@ def _layer_norm_variant(x: Tensor, weight: Tensor, bias: Tensor, eps: float, *, 
     return normed * bias + weight if swap else normed * weight + bias
 
 
-@_isolated(avoid=("minitransformer.layers:LayerNorm", "torch.nn:LayerNorm", "torch.nn.functional:layer_norm"))
+@isolated(avoid=("minitransformer.layers:LayerNorm", "torch.nn:LayerNorm", "torch.nn.functional:layer_norm"))
 def check_layer_norm(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check a LayerNorm class against ``F.layer_norm`` (the package's :class:`LayerNorm` computes the same).
 
@@ -41,10 +41,10 @@ def check_layer_norm(cls: type[nn.Module], *, task: int | str | None = None) -> 
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
+    g = make_rng()
     d_model, eps = 6, 1e-5
-    norm = _build(cls, d_model)
-    owner = f"{_name(cls)}({d_model})"
+    norm = build_learner(cls, d_model)
+    owner = f"{callable_name(cls)}({d_model})"
     params = dict(norm.named_parameters())
     for name, start, role in (("weight", 1.0, "gamma"), ("bias", 0.0, "beta")):
         if name not in params:
@@ -57,24 +57,24 @@ def check_layer_norm(cls: type[nn.Module], *, task: int | str | None = None) -> 
             )
         p = params[name]
         if tuple(p.shape) != (d_model,):
-            raise AssertionError(f"{owner}.{name} has shape {_shape(p)}; expected ({d_model},), one {role} per feature")
+            raise AssertionError(f"{owner}.{name} has shape {shape_text(p)}; expected ({d_model},), one {role} per feature")
         if not torch.allclose(p, torch.full_like(p, start)):
             raise AssertionError(f"{owner}.{name} ({role}) should start at {start:g} everywhere, so that a new layer "
                                  f"only normalises; it starts at {p.detach().flatten()[:3].tolist()}...")
-    weight, bias = 1.0 + _rand(g, d_model, scale=0.5), _rand(g, d_model, scale=0.5)
+    weight, bias = 1.0 + random_tensor(g, d_model, scale=0.5), random_tensor(g, d_model, scale=0.5)
     params["weight"].copy_(weight)
     params["bias"].copy_(bias)
-    constant = _rand(g, 2, 3, d_model)
+    constant = random_tensor(g, 2, 3, d_model)
     constant[0, 1] = 0.7  # a position whose features are all equal: variance 0
     cases = [
-        ("(B, T, D) input with a mean far from 0", 3.0 + 2.0 * _rand(g, 2, 3, d_model)),
-        ("(T, D) input", _rand(g, 4, d_model)),
-        ("small variance, where eps matters", 0.01 * _rand(g, 2, 3, d_model)),
+        ("(B, T, D) input with a mean far from 0", 3.0 + 2.0 * random_tensor(g, 2, 3, d_model)),
+        ("(T, D) input", random_tensor(g, 4, d_model)),
+        ("small variance, where eps matters", 0.01 * random_tensor(g, 2, 3, d_model)),
         ("a position with variance 0", constant),
     ]
     for case, x in cases:
-        text = f"{owner}.forward(x {_shape(x)}) [{case}]"
-        out = _expect_tensor(_call(norm, x, text=text), text, f"of shape {_shape(x)}")
+        text = f"{owner}.forward(x {shape_text(x)}) [{case}]"
+        out = expect_tensor(call_learner(norm, x, text=text), text, f"of shape {shape_text(x)}")
         expected = F.layer_norm(x, (d_model,), weight, bias, eps)
         if out.shape == expected.shape and torch.isnan(out).any():
             raise AssertionError(f"{text}: your output contains NaN. A position whose features are all equal has "
@@ -97,18 +97,18 @@ def check_layer_norm(cls: type[nn.Module], *, task: int | str | None = None) -> 
             ("After normalising, multiply by self.weight (gamma) and add self.bias (beta).", variant(affine=False)),
             ("gamma (self.weight) multiplies and beta (self.bias) is added: you swapped them.", variant(swap=True)),
         ]
-        _compare(out, expected, text, "output", mistakes, atol=1e-4, rtol=1e-4)
+        compare(out, expected, text, "output", mistakes, atol=1e-4, rtol=1e-4)
     # A non-default eps must be used, not only accepted.
-    x = 0.05 * _rand(g, 2, 3, d_model)
-    text = f"{_name(cls)}({d_model}, eps=0.1).forward(x {_shape(x)}) [eps=0.1 on an input of small variance]"
-    wide = _call(lambda: cls(d_model, eps=0.1), text=f"{_name(cls)}({d_model}, eps=0.1)")
-    out = _expect_tensor(_call(wide.eval(), x, text=text), text, f"of shape {_shape(x)}")
+    x = 0.05 * random_tensor(g, 2, 3, d_model)
+    text = f"{callable_name(cls)}({d_model}, eps=0.1).forward(x {shape_text(x)}) [eps=0.1 on an input of small variance]"
+    wide = call_learner(lambda: cls(d_model, eps=0.1), text=f"{callable_name(cls)}({d_model}, eps=0.1)")
+    out = expect_tensor(call_learner(wide.eval(), x, text=text), text, f"of shape {shape_text(x)}")
     expected = F.layer_norm(x, (d_model,), None, None, 0.1)
-    _compare(out, expected, text, "output", [
+    compare(out, expected, text, "output", [
         ("Your layer ignores its eps argument: store it in __init__ (self.eps = eps) and use self.eps in forward.",
          lambda: F.layer_norm(x, (d_model,), None, None, eps)),
     ], atol=1e-4, rtol=1e-4)
-    _passed(task, "layer normalization, 5 inputs (3-D, 2-D, small variance, a constant position, eps=0.1), "
+    report_passed(task, "layer normalization, 5 inputs (3-D, 2-D, small variance, a constant position, eps=0.1), "
                   "gamma and beta used")
 
 
@@ -116,17 +116,17 @@ def _expect_no_dropout_in_eval(cls: type[nn.Module], args: tuple[int, ...], ref:
                                owner: str) -> None:
     """Built with dropout=0.5 and put in eval mode, the learner's module must compute exactly what ``ref`` does."""
     __tracebackhide__ = True
-    built = f"{_name(cls)}({', '.join(map(str, args))}, dropout=0.5)"
-    module = _call(lambda: cls(*args, dropout=0.5), text=built)
+    built = f"{callable_name(cls)}({', '.join(map(str, args))}, dropout=0.5)"
+    module = call_learner(lambda: cls(*args, dropout=0.5), text=built)
     if not isinstance(module, nn.Module):
         raise AssertionError(f"{built} built a {type(module).__name__}; expected a subclass of nn.Module")
     module.load_state_dict(ref.state_dict(), strict=False)
     module.eval()
-    text = f"{built}.eval().forward(x {_shape(x)})"
-    expected = _first_output(ref(x))
+    text = f"{built}.eval().forward(x {shape_text(x)})"
+    expected = first_output(ref(x))
     for _ in range(2):
-        out = _expect_tensor(_first_output(_call(module, x, text=text)), text, f"of shape {_shape(x)}")
-        if not _close(out, expected, 1e-4, 1e-4):
+        out = expect_tensor(first_output(call_learner(module, x, text=text)), text, f"of shape {shape_text(x)}")
+        if not all_close(out, expected, 1e-4, 1e-4):
             raise AssertionError(
                 f"{text}: in eval mode your output changes from call to call or differs from the one without "
                 "dropout: dropout stays on. Use nn.Dropout (a module that .eval() switches off), or "
@@ -134,7 +134,7 @@ def _expect_no_dropout_in_eval(cls: type[nn.Module], args: tuple[int, ...], ref:
             )
 
 
-@_isolated(avoid=("minitransformer.layers:PositionwiseFeedForward",))
+@isolated(avoid=("minitransformer.layers:PositionwiseFeedForward",))
 def check_feed_forward(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check a position-wise feed-forward class against :class:`PositionwiseFeedForward`.
 
@@ -150,18 +150,18 @@ def check_feed_forward(cls: type[nn.Module], *, task: int | str | None = None) -
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
+    g = make_rng()
     d_model, d_ff = 8, 32
-    ffn = _build(cls, d_model, d_ff)
-    owner = f"{_name(cls)}({d_model}, {d_ff})"
+    ffn = build_learner(cls, d_model, d_ff)
+    owner = f"{callable_name(cls)}({d_model}, {d_ff})"
     ref = PositionwiseFeedForward(d_model, d_ff, dropout=0.0).eval()
-    _fill_parameters(ref, g, scale=1.0)
-    _copy_linear(_linear_like(ffn, "linear1", d_model, d_ff, owner), ref.linear1)
-    _copy_linear(_linear_like(ffn, "linear2", d_ff, d_model, owner), ref.linear2)
-    for case, x in (("(B, T, D)", _rand(g, 2, 5, d_model)), ("(T, D)", _rand(g, 3, d_model)),
-                    ("one position", _rand(g, 1, 1, d_model))):
-        text = f"{owner}.forward(x {_shape(x)}) [{case}]"
-        out = _expect_tensor(_call(ffn, x, text=text), text, f"of shape {_shape(x)}")
+    fill_parameters(ref, g, scale=1.0)
+    copy_linear(linear_like(ffn, "linear1", d_model, d_ff, owner), ref.linear1)
+    copy_linear(linear_like(ffn, "linear2", d_ff, d_model, owner), ref.linear2)
+    for case, x in (("(B, T, D)", random_tensor(g, 2, 5, d_model)), ("(T, D)", random_tensor(g, 3, d_model)),
+                    ("one position", random_tensor(g, 1, 1, d_model))):
+        text = f"{owner}.forward(x {shape_text(x)}) [{case}]"
+        out = expect_tensor(call_learner(ffn, x, text=text), text, f"of shape {shape_text(x)}")
         expected = ref(x)
         mistakes = [
             ("The ReLU between the two layers is missing: max(0, x W1 + b1) W2 + b2.",
@@ -172,9 +172,9 @@ def check_feed_forward(cls: type[nn.Module], *, task: int | str | None = None) -
              lambda: ref.linear2(F.gelu(ref.linear1(x)))),
             ("The ReLU comes after linear1, not before it.", lambda: ref.linear2(ref.linear1(torch.relu(x)))),
         ]
-        _compare(out, expected, text, "output", mistakes)
-    _expect_no_dropout_in_eval(cls, (d_model, d_ff), ref, _rand(g, 2, 5, d_model), owner)
-    _passed(task, "position-wise feed-forward, 3 inputs ((B, T, D), (T, D), one position), dropout off in eval mode")
+        compare(out, expected, text, "output", mistakes)
+    _expect_no_dropout_in_eval(cls, (d_model, d_ff), ref, random_tensor(g, 2, 5, d_model), owner)
+    report_passed(task, "position-wise feed-forward, 3 inputs ((B, T, D), (T, D), one position), dropout off in eval mode")
 
 
 def _encoder_by_hand(ref: EncoderLayer, x: Tensor, mask: Tensor | None, *, order: str = "post",
@@ -200,7 +200,7 @@ def _encoder_by_hand(ref: EncoderLayer, x: Tensor, mask: Tensor | None, *, order
     return n2(x + ffn(x))
 
 
-@_isolated(avoid=("minitransformer.layers:EncoderLayer", "torch.nn:TransformerEncoderLayer"))
+@isolated(avoid=("minitransformer.layers:EncoderLayer", "torch.nn:TransformerEncoderLayer"))
 def check_encoder_layer(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check a post-LN encoder layer against :class:`EncoderLayer` with the same weights.
 
@@ -217,12 +217,12 @@ def check_encoder_layer(cls: type[nn.Module], *, task: int | str | None = None) 
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
+    g = make_rng()
     d_model, n_heads, d_ff = 8, 2, 16
-    layer = _build(cls, d_model, n_heads, d_ff)
-    owner = f"{_name(cls)}({d_model}, {n_heads}, {d_ff})"
+    layer = build_learner(cls, d_model, n_heads, d_ff)
+    owner = f"{callable_name(cls)}({d_model}, {n_heads}, {d_ff})"
     ref = EncoderLayer(d_model, n_heads, d_ff, dropout=0.0).eval()
-    _fill_parameters(ref, g)
+    fill_parameters(ref, g)
     mine = dict(layer.named_parameters())
     missing = [name for name in dict(ref.named_parameters()) if name not in mine]
     if missing:
@@ -234,30 +234,30 @@ def check_encoder_layer(cls: type[nn.Module], *, task: int | str | None = None) 
         )
     for name, p in ref.named_parameters():
         if mine[name].shape != p.shape:
-            raise AssertionError(f"{owner}: parameter {name} has shape {_shape(mine[name])} but the package's has {_shape(p)}")
+            raise AssertionError(f"{owner}: parameter {name} has shape {shape_text(mine[name])} but the package's has {shape_text(p)}")
         mine[name].copy_(p)
 
     # The parts first, so that a bug in an earlier task is reported as such.
-    x = _rand(g, 2, 5, d_model)
+    x = random_tensor(g, 2, 5, d_model)
     parts: list[tuple[str, Callable[[], Any], Tensor, str]] = [
-        ("self_attn", lambda: _first_output(layer.self_attn(x, x, x)), ref.self_attn(x, x, x)[0], "multi-head attention (task 1)"),
+        ("self_attn", lambda: first_output(layer.self_attn(x, x, x)), ref.self_attn(x, x, x)[0], "multi-head attention (task 1)"),
         ("feed_forward", lambda: layer.feed_forward(x), ref.feed_forward(x), "the feed-forward network (task 3)"),
         ("norm1", lambda: layer.norm1(x), ref.norm1(x), "layer normalization (task 2)"),
     ]
     for part, run, expected, what in parts:
-        text = f"{owner}.{part}(x {_shape(x)})"
-        got = _call(run, text=text)
-        if not isinstance(got, Tensor) or not _close(got, expected, 1e-4, 1e-4):
+        text = f"{owner}.{part}(x {shape_text(x)})"
+        got = call_learner(run, text=text)
+        if not isinstance(got, Tensor) or not all_close(got, expected, 1e-4, 1e-4):
             raise AssertionError(f"{text} does not compute {what} like the package: make that task pass first, "
                                  "or use the package's class for this part.")
 
     keep = torch.tensor([[True] * 5, [True, True, True, False, False]])
-    for case, x, mask in (("no mask", _rand(g, 2, 5, d_model), None),
-                          ("a padding mask (B, 1, 1, S)", _rand(g, 2, 5, d_model), keep[:, None, None, :]),
-                          ("one position", _rand(g, 1, 1, d_model), None)):
+    for case, x, mask in (("no mask", random_tensor(g, 2, 5, d_model), None),
+                          ("a padding mask (B, 1, 1, S)", random_tensor(g, 2, 5, d_model), keep[:, None, None, :]),
+                          ("one position", random_tensor(g, 1, 1, d_model), None)):
         args = (x,) if mask is None else (x, mask)
-        text = f"{owner}.forward(" + ", ".join(f"{n} {_shape(a)}" for n, a in zip(("x", "src_mask"), args)) + f") [{case}]"
-        out = _expect_tensor(_first_output(_call(layer, *args, text=text)), text, f"of shape {_shape(x)}")
+        text = f"{owner}.forward(" + ", ".join(f"{n} {shape_text(a)}" for n, a in zip(("x", "src_mask"), args)) + f") [{case}]"
+        out = expect_tensor(first_output(call_learner(layer, *args, text=text)), text, f"of shape {shape_text(x)}")
         expected = ref(x, mask)
 
         def variant(x: Tensor = x, mask: Tensor | None = mask, **kw: Any) -> Callable[[], Tensor]:
@@ -275,7 +275,7 @@ def check_encoder_layer(cls: type[nn.Module], *, task: int | str | None = None) 
              variant(swap_norms=True)),
             ("The mask has no effect: pass src_mask to the self-attention.", variant(use_mask=False)),
         ]
-        _compare(out, expected, text, "output", mistakes)
-    _expect_no_dropout_in_eval(cls, (d_model, n_heads, d_ff), ref, _rand(g, 2, 5, d_model), owner)
-    _passed(task, "post-LN encoder layer, its parts and 3 inputs (no mask, a padding mask, one position), "
+        compare(out, expected, text, "output", mistakes)
+    _expect_no_dropout_in_eval(cls, (d_model, n_heads, d_ff), ref, random_tensor(g, 2, 5, d_model), owner)
+    report_passed(task, "post-LN encoder layer, its parts and 3 inputs (no mask, a padding mask, one position), "
                   "dropout off in eval mode")

@@ -12,14 +12,14 @@ from ..decoding import greedy_decode
 from ..layers import DecoderLayer
 from ..masks import make_causal_mask, make_padding_mask, make_target_mask
 from ..model import Transformer
-from ._common import (_build, _call, _compare, _decoding_model, _expect_bool, _expect_shape, _expect_tensor,
-                      _fill_parameters, _first_output, _isolated, _name, _pair, _passed, _rand, _rng, _shape)
+from .compare import (build_learner, call_learner, compare, decoding_model, expect_bool, expect_shape, expect_tensor,
+                      fill_parameters, first_output, isolated, callable_name, split_pair, report_passed, random_tensor, make_rng, shape_text)
 
 __all__ = ["check_causal_mask", "check_decoder_layer", "check_greedy_decode", "check_shifted_target",
            "check_target_mask"]
 
 
-@_isolated(avoid=("minitransformer.masks:make_target_mask",))
+@isolated(avoid=("minitransformer.masks:make_target_mask",))
 def check_target_mask(fn: Callable[[Tensor, int], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(tgt, pad_id)`` against :func:`make_target_mask`: padding & causal, bool (B, 1, T, T).
 
@@ -37,11 +37,11 @@ def check_target_mask(fn: Callable[[Tensor, int], Tensor], *, task: int | str | 
         (torch.tensor([[1]]), 0),
     ]
     for tgt, pad_id in cases:
-        text = f"{_name(fn)}(tgt {_shape(tgt)}, pad_id={pad_id})"
-        mask = _expect_tensor(_call(fn, tgt, pad_id, text=text), text, "(the mask)")
-        _expect_bool(mask, text)
+        text = f"{callable_name(fn)}(tgt {shape_text(tgt)}, pad_id={pad_id})"
+        mask = expect_tensor(call_learner(fn, tgt, pad_id, text=text), text, "(the mask)")
+        expect_bool(mask, text)
         batch, length = tgt.shape
-        _expect_shape(mask, (batch, 1, length, length), text, "mask", {
+        expect_shape(mask, (batch, 1, length, length), text, "mask", {
             (batch, length, length): "Keep the heads axis: (B, 1, T, T) broadcasts over the heads.",
             (1, 1, length, length): "The padding differs between sentences, so the mask has one (T, T) block per "
                                     "sentence: (B, 1, T, T).",
@@ -62,7 +62,7 @@ def check_target_mask(fn: Callable[[Tensor, int], Tensor], *, task: int | str | 
         hint = next((h for wrong, h in hints if torch.equal(mask, wrong)),
                     f"expected for sentence 0\n{expected[0, 0].int()}\ngot\n{mask[0, 0].int()}")
         raise AssertionError(f"{text} gave the wrong mask. {hint}")
-    _passed(task, "target mask, 3 batches (pad id 0 and 4, length 1)")
+    report_passed(task, "target mask, 3 batches (pad id 0 and 4, length 1)")
 
 
 def _greedy_by_hand(model: Transformer, src: Tensor, max_len: int, bos_id: int, eos_id: int, *,
@@ -90,7 +90,7 @@ def _end_rows(out: Tensor, eos_id: int) -> list[int | None]:
     return [row.index(eos_id) if eos_id in row else None for row in out.tolist()]
 
 
-@_isolated(avoid=("minitransformer.decoding:greedy_decode", "minitransformer.decoding:beam_search"),
+@isolated(avoid=("minitransformer.decoding:greedy_decode", "minitransformer.decoding:beam_search"),
            serve=("minitransformer.masks:make_target_mask",))  # the model's decode builds its target mask
 def check_greedy_decode(fn: Callable[..., Tensor], *, task: int | str | None = None,
                         seeds: Sequence[int] = (0, 1, 2)) -> None:
@@ -110,11 +110,11 @@ def check_greedy_decode(fn: Callable[..., Tensor], *, task: int | str | None = N
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
+    g = make_rng()
     bos, max_len = 1, 7
     n_cases = 0
     for seed in seeds:
-        model = _decoding_model(seed)
+        model = decoding_model(seed)
         src = torch.randint(4, 11, (6, 5), generator=g)  # 0-3: <pad> <bos> <eos> <unk>
         src[3:, 3:] = model.config.pad_id  # three shorter sentences, padded
         # End tokens that make the references differ: ends at different steps, all early, never.
@@ -131,12 +131,12 @@ def check_greedy_decode(fn: Callable[..., Tensor], *, task: int | str | None = N
             n_cases += 1
             for rows in (slice(0, 1), slice(None)):  # one sentence first, then the batch
                 batch = src[rows]
-                text = (f"{_name(fn)}(model, src {_shape(batch)}, max_len={max_len}, bos_id={bos}, eos_id={eos}) "
+                text = (f"{callable_name(fn)}(model, src {shape_text(batch)}, max_len={max_len}, bos_id={bos}, eos_id={eos}) "
                         f"[{case}]")
-                out = _expect_tensor(_call(fn, model, batch, max_len, bos, eos, text=text), text, "of token ids")
+                out = expect_tensor(call_learner(fn, model, batch, max_len, bos, eos, text=text), text, "of token ids")
                 expected = greedy_decode(model, batch, max_len, bos, eos, use_cache=False)
                 if out.dim() != 2 or out.size(0) != batch.size(0):
-                    raise AssertionError(f"{text} returned shape {_shape(out)}; expected (B, 1 + L) = "
+                    raise AssertionError(f"{text} returned shape {shape_text(out)}; expected (B, 1 + L) = "
                                          f"({batch.size(0)}, 1 + L), one row of token ids per sentence")
                 if not bool((out[:, 0] == bos).all()):
                     raise AssertionError(f"{text}: every row must start with the start token bos_id={bos}, "
@@ -159,10 +159,10 @@ def check_greedy_decode(fn: Callable[..., Tensor], *, task: int | str | None = N
                         if out.shape == wrong_out.shape and torch.equal(out.long(), wrong_out):
                             raise AssertionError(f"{text}: {hint}")
                     raise AssertionError(f"{text}: expected\n{expected.tolist()}\ngot\n{out.tolist()}")
-    _passed(task, f"greedy decoding, {n_cases} cases on {len(seeds)} small models (one sentence and a padded batch each)")
+    report_passed(task, f"greedy decoding, {n_cases} cases on {len(seeds)} small models (one sentence and a padded batch each)")
 
 
-@_isolated(avoid=("minitransformer.masks:make_causal_mask", "minitransformer.masks:make_target_mask"))
+@isolated(avoid=("minitransformer.masks:make_causal_mask", "minitransformer.masks:make_target_mask"))
 def check_causal_mask(fn: Callable[[int], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(size)`` against :func:`make_causal_mask`: bool (1, 1, T, T), lower triangle and diagonal True.
 
@@ -175,10 +175,10 @@ def check_causal_mask(fn: Callable[[int], Tensor], *, task: int | str | None = N
     """
     __tracebackhide__ = True
     for size in (3, 1, 6):
-        text = f"{_name(fn)}({size})"
-        mask = _expect_tensor(_call(fn, size, text=text), text, "(the mask)")
-        _expect_bool(mask, text)
-        _expect_shape(mask, (1, 1, size, size), text, "mask", {
+        text = f"{callable_name(fn)}({size})"
+        mask = expect_tensor(call_learner(fn, size, text=text), text, "(the mask)")
+        expect_bool(mask, text)
+        expect_shape(mask, (1, 1, size, size), text, "mask", {
             (size, size): "Add two leading axes, (T, T) -> (1, 1, T, T), so it broadcasts over the batch and the heads.",
             (1, size, size): "Add one more leading axis: (1, 1, T, T) broadcasts over the batch and the heads.",
         })
@@ -202,10 +202,10 @@ def check_causal_mask(fn: Callable[[int], Tensor], *, task: int | str | None = N
                         "which may see itself and every earlier position.")
                 hint += f" Expected\n{expected[0, 0].int()}\ngot\n{mask[0, 0].int()}"
             raise AssertionError(f"{text} gave the wrong mask. {hint}")
-    _passed(task, "causal mask, sizes 1, 3 and 6")
+    report_passed(task, "causal mask, sizes 1, 3 and 6")
 
 
-@_isolated(avoid=("minitransformer.data.batching:collate_pairs",))
+@isolated(avoid=("minitransformer.data.batching:collate_pairs",))
 def check_shifted_target(fn: Callable[[Tensor, int, int, int], tuple[Tensor, Tensor]], *,
                          task: int | str | None = None) -> None:
     """Check ``fn(y, pad_id, bos_id, eos_id) -> (tgt_in, tgt_out)``: the decoder's input and labels (lesson 06).
@@ -231,15 +231,15 @@ def check_shifted_target(fn: Callable[[Tensor, int, int, int], tuple[Tensor, Ten
     for case, sentences, pad, bos, eos in cases:
         longest = max(len(s) for s in sentences)
         y = torch.tensor([s + [pad] * (longest - len(s)) for s in sentences])  # (B, L)
-        text = f"{_name(fn)}(y {_shape(y)}, pad_id={pad}, bos_id={bos}, eos_id={eos}) [{case}]"
+        text = f"{callable_name(fn)}(y {shape_text(y)}, pad_id={pad}, bos_id={bos}, eos_id={eos}) [{case}]"
         original = y.clone()
-        tgt_in, tgt_out = _pair(_call(fn, y, pad, bos, eos, text=text), text, "tgt_in, tgt_out")
+        tgt_in, tgt_out = split_pair(call_learner(fn, y, pad, bos, eos, text=text), text, "tgt_in, tgt_out")
         if not torch.equal(y, original):
             raise AssertionError(f"{text} changed y in place: build new tensors")
-        tgt_in, tgt_out = _expect_tensor(tgt_in, text, "as tgt_in"), _expect_tensor(tgt_out, text, "as tgt_out")
+        tgt_in, tgt_out = expect_tensor(tgt_in, text, "as tgt_in"), expect_tensor(tgt_out, text, "as tgt_out")
         batch = collate_pairs([([4], s + [eos]) for s in sentences], pad, bos, eos)
         for name, got, expected in (("tgt_in", tgt_in, batch.tgt_in), ("tgt_out", tgt_out, batch.tgt_out)):
-            _expect_shape(got, expected.shape, text, name, {
+            expect_shape(got, expected.shape, text, name, {
                 (len(sentences), longest + 2): "Each of tgt_in and tgt_out adds ONE token to the sentence: bos in "
                                               "front of tgt_in, eos at the end of tgt_out, so both are (B, L + 1).",
                 (len(sentences), longest): "Add one token: bos in front for tgt_in, eos after the words for tgt_out.",
@@ -265,7 +265,7 @@ def check_shifted_target(fn: Callable[[Tensor, int, int, int], tuple[Tensor, Ten
             hint = next((h for matched, h in hints if matched), "")
             raise AssertionError(f"{text}: wrong {name}: for sentence {row} expected {expected[row].tolist()}, got "
                                  f"{got[row].tolist()}." + (f" {hint}" if hint else ""))
-    _passed(task, "shifted target, 4 batches (padding, none, other special ids, one word)")
+    report_passed(task, "shifted target, 4 batches (padding, none, other special ids, one word)")
 
 
 def _decoder_by_hand(ref: DecoderLayer, y: Tensor, memory: Tensor, src_mask: Tensor | None,
@@ -292,7 +292,7 @@ def _decoder_by_hand(ref: DecoderLayer, y: Tensor, memory: Tensor, src_mask: Ten
     return n3(add(b, ref.feed_forward(b)))
 
 
-@_isolated(avoid=("minitransformer.layers:DecoderLayer", "torch.nn:TransformerDecoderLayer"))
+@isolated(avoid=("minitransformer.layers:DecoderLayer", "torch.nn:TransformerDecoderLayer"))
 def check_decoder_layer(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check a post-LN decoder layer against :class:`DecoderLayer`, weights copied by attribute name.
 
@@ -312,12 +312,12 @@ def check_decoder_layer(cls: type[nn.Module], *, task: int | str | None = None) 
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
+    g = make_rng()
     d_model, n_heads, d_ff, dropout = 8, 2, 16, 0.2
-    layer = _build(cls, d_model, n_heads, d_ff, dropout)
-    owner = f"{_name(cls)}({d_model}, {n_heads}, {d_ff}, {dropout})"
+    layer = build_learner(cls, d_model, n_heads, d_ff, dropout)
+    owner = f"{callable_name(cls)}({d_model}, {n_heads}, {d_ff}, {dropout})"
     ref = DecoderLayer(d_model, n_heads, d_ff, dropout).eval()
-    _fill_parameters(ref, g)
+    fill_parameters(ref, g)
     mine = dict(layer.named_parameters())
     wanted = dict(ref.named_parameters())
     missing = [n for n in wanted if n not in mine]
@@ -334,32 +334,32 @@ def check_decoder_layer(cls: type[nn.Module], *, task: int | str | None = None) 
         raise AssertionError(f"{owner} has parameters the decoder layer does not have: {', '.join(extra[:4])}")
     for name, p in wanted.items():
         if mine[name].shape != p.shape:
-            raise AssertionError(f"{owner}.{name} has shape {_shape(mine[name])}; expected {_shape(p)}")
+            raise AssertionError(f"{owner}.{name} has shape {shape_text(mine[name])}; expected {shape_text(p)}")
         mine[name].copy_(p)
     keep_src = torch.tensor([[True, True, True, False], [True, True, True, True]])[:, None, None, :]
     tgt5 = torch.tensor([[1, 5, 6, 7, 0], [1, 4, 4, 5, 6]])
     tgt4 = torch.tensor([[1, 5, 6, 0], [1, 4, 4, 5]])
     src5 = torch.tensor([[4, 5, 6, 0, 0], [4, 5, 6, 7, 8]])
     cases = [
-        ("T=4, S=4, padding and causal masks", _rand(g, 2, 4, d_model), _rand(g, 2, 4, d_model), keep_src,
+        ("T=4, S=4, padding and causal masks", random_tensor(g, 2, 4, d_model), random_tensor(g, 2, 4, d_model), keep_src,
          make_target_mask(tgt4, 0)),
-        ("T=5, S=5, padding and causal masks", _rand(g, 2, 5, d_model), _rand(g, 2, 5, d_model),
+        ("T=5, S=5, padding and causal masks", random_tensor(g, 2, 5, d_model), random_tensor(g, 2, 5, d_model),
          make_padding_mask(src5, 0), make_target_mask(tgt5, 0)),
-        ("T=4, S=3, no masks", _rand(g, 2, 4, d_model), _rand(g, 2, 3, d_model), None, None),
-        ("one target position, T=1", _rand(g, 1, 1, d_model), _rand(g, 1, 3, d_model), None, None),
+        ("T=4, S=3, no masks", random_tensor(g, 2, 4, d_model), random_tensor(g, 2, 3, d_model), None, None),
+        ("one target position, T=1", random_tensor(g, 1, 1, d_model), random_tensor(g, 1, 3, d_model), None, None),
     ]
     for case, y, memory, src_mask, tgt_mask in cases:
         args = (y, memory, src_mask, tgt_mask)
-        text = (f"{owner}.forward(x {_shape(y)}, memory {_shape(memory)}, src_mask "
-                f"{_shape(src_mask) if src_mask is not None else None}, tgt_mask "
-                f"{_shape(tgt_mask) if tgt_mask is not None else None}) [{case}]")
-        out = _expect_tensor(_first_output(_call(layer, *args, text=text)), text, f"of shape {_shape(y)}")
+        text = (f"{owner}.forward(x {shape_text(y)}, memory {shape_text(memory)}, src_mask "
+                f"{shape_text(src_mask) if src_mask is not None else None}, tgt_mask "
+                f"{shape_text(tgt_mask) if tgt_mask is not None else None}) [{case}]")
+        out = expect_tensor(first_output(call_learner(layer, *args, text=text)), text, f"of shape {shape_text(y)}")
         expected = ref(*args)
-        _expect_shape(out, expected.shape, text, "output", {
+        expect_shape(out, expected.shape, text, "output", {
             tuple(memory.shape): "The output has one vector per TARGET position: the queries of the cross-attention "
                                  "come from the decoder, the keys and values from memory.",
         })
-        again = _first_output(_call(layer, *args, text=text))
+        again = first_output(call_learner(layer, *args, text=text))
         if not torch.equal(out, again):
             raise AssertionError(f"{text}: two calls in eval mode gave different outputs: dropout must switch off in "
                                  "eval mode; use nn.Dropout modules (or pass dropout to the sub-modules), not "
@@ -368,7 +368,7 @@ def check_decoder_layer(cls: type[nn.Module], *, task: int | str | None = None) 
         def wrong(**kw: Any) -> Callable[[], Tensor]:
             return lambda: _decoder_by_hand(ref, *args, **kw)
 
-        _compare(out, expected, text, "output", [
+        compare(out, expected, text, "output", [
             ("Your layer is pre-LN, x + Sublayer(LayerNorm(x)); the paper's decoder is post-LN: "
              "LayerNorm(x + Sublayer(x)) after each of the three sub-layers.", wrong(order="pre")),
             ("In the cross-attention the QUERIES come from the decoder (a, after the masked self-attention) and the "
@@ -392,4 +392,4 @@ def check_decoder_layer(cls: type[nn.Module], *, task: int | str | None = None) 
             ("The residual connections are missing: LayerNorm(x + Sublayer(x)), the sub-layer's input added back.",
              wrong(residual=False)),
         ])
-    _passed(task, "post-LN decoder layer, 4 cases (padding and causal masks, S != T, T = 1), dropout off in eval mode")
+    report_passed(task, "post-LN decoder layer, 4 cases (padding and causal masks, S != T, T = 1), dropout off in eval mode")

@@ -10,13 +10,13 @@ from torch import Tensor
 
 from ..data.batching import TokenBatchSampler
 from ..training.schedule import transformer_lr
-from ._common import (_as_number, _call, _close, _compare, _describe, _expect_shape, _expect_tensor, _isolated, _name,
-                      _passed, _rand, _rng, _shape)
+from .compare import (as_number, call_learner, all_close, compare, describe, expect_shape, expect_tensor, isolated, callable_name,
+                      report_passed, random_tensor, make_rng, shape_text)
 
 __all__ = ["check_label_smoothing_target", "check_token_batches", "check_warmup_schedule"]
 
 
-@_isolated(avoid=("minitransformer.training.schedule:transformer_lr",))
+@isolated(avoid=("minitransformer.training.schedule:transformer_lr",))
 def check_warmup_schedule(fn: Callable[[int, int, int], Any], *, task: int | str | None = None) -> None:
     """Check ``fn(step, d_model, warmup) -> lr`` against :func:`transformer_lr` (section 5.3, lesson 07).
 
@@ -33,8 +33,8 @@ def check_warmup_schedule(fn: Callable[[int, int, int], Any], *, task: int | str
     cases = [(1, 512, 4000), (2000, 512, 4000), (4000, 512, 4000), (4001, 512, 4000), (100000, 512, 4000),
              (1, 64, 400), (400, 64, 400), (5000, 64, 400), (10, 1024, 10)]
     for step, d_model, warmup in cases:
-        text = f"{_name(fn)}(step={step}, d_model={d_model}, warmup={warmup})"
-        got = _as_number(_call(fn, step, d_model, warmup, text=text), text, "the learning rate, a float")
+        text = f"{callable_name(fn)}(step={step}, d_model={d_model}, warmup={warmup})"
+        got = as_number(call_learner(fn, step, d_model, warmup, text=text), text, "the learning rate, a float")
         expected = transformer_lr(step, d_model, warmup)
         if abs(got - expected) <= 1e-9 * max(1.0, abs(expected)) + 1e-12:
             continue
@@ -55,7 +55,7 @@ def check_warmup_schedule(fn: Callable[[int, int, int], Any], *, task: int | str
         ]
         hint = next((h for value, h in candidates if abs(got - value) <= 1e-9 * max(1.0, abs(value)) + 1e-12), "")
         raise AssertionError(f"{text} returned {got:.6g}; expected {expected:.6g}." + (f" {hint}" if hint else ""))
-    _passed(task, "warm-up schedule, 9 steps (first step, warm-up, peak, decay; 3 model widths)")
+    report_passed(task, "warm-up schedule, 9 steps (first step, warm-up, peak, decay; 3 model widths)")
 
 
 def _cut_by_hand(src: Sequence[int], tgt: Sequence[int], max_tokens: int, *, key: str = "max",
@@ -80,7 +80,7 @@ def _cut_by_hand(src: Sequence[int], tgt: Sequence[int], max_tokens: int, *, key
     return batches
 
 
-@_isolated
+@isolated
 def check_token_batches(fn: Callable[[Sequence[int], Sequence[int], int], list[list[int]]], *,
                         task: int | str | None = None) -> None:
     """Check ``fn(src_lengths, tgt_lengths, max_tokens) -> batches``: token-budget batching (section 5.1, lesson 07).
@@ -106,10 +106,10 @@ def check_token_batches(fn: Callable[[Sequence[int], Sequence[int], int], list[l
         ([4, 6, 2], [5, 1, 2], 100),  # everything fits in one batch
     ]
     for src, tgt, budget in cases:
-        text = f"{_name(fn)}(src_lengths={src}, tgt_lengths={tgt}, max_tokens={budget})"
-        got = _call(fn, list(src), list(tgt), budget, text=text)
+        text = f"{callable_name(fn)}(src_lengths={src}, tgt_lengths={tgt}, max_tokens={budget})"
+        got = call_learner(fn, list(src), list(tgt), budget, text=text)
         if not isinstance(got, (list, tuple)) or not all(isinstance(b, (list, tuple)) for b in got):
-            raise AssertionError(f"{text} returned {_describe(got)}; expected a list of batches, each a list of "
+            raise AssertionError(f"{text} returned {describe(got)}; expected a list of batches, each a list of "
                                  "pair indices")
         got = [[int(i) for i in b] for b in got]
         expected = TokenBatchSampler(src, tgt, budget, shuffle=False).all_batches()
@@ -142,7 +142,7 @@ def check_token_batches(fn: Callable[[Sequence[int], Sequence[int], int], list[l
         ]
         hint = next((h for value, h in hints if value == got), "")
         raise AssertionError(f"{text}: expected the batches {expected}, got {got}." + (f" {hint}" if hint else ""))
-    _passed(task, "token-budget batches, 5 cases (a batch that fills the budget exactly, one pair, one batch), "
+    report_passed(task, "token-budget batches, 5 cases (a batch that fills the budget exactly, one pair, one batch), "
                   "equal to TokenBatchSampler")
 
 
@@ -154,7 +154,7 @@ def _smoothed_targets_reference(target: Tensor, vocab_size: int, epsilon: float,
     return q.masked_fill((target == pad_id)[..., None], 0.0)  # (B, T, V)
 
 
-@_isolated(avoid=("minitransformer.training.loss:label_smoothed_nll", "minitransformer.training.loss:LabelSmoothingLoss"))
+@isolated(avoid=("minitransformer.training.loss:label_smoothed_nll", "minitransformer.training.loss:LabelSmoothingLoss"))
 def check_label_smoothing_target(fn: Callable[[Tensor, int, float, int], Tensor], *,
                                  task: int | str | None = None) -> None:
     """Check ``fn(target, vocab_size, epsilon, pad_id) -> q`` (B, T, V), the label-smoothed targets of section 5.4.
@@ -173,16 +173,16 @@ def check_label_smoothing_target(fn: Callable[[Tensor, int, float, int], Tensor]
     __tracebackhide__ = True
     from ..training.loss import label_smoothed_nll
 
-    g = _rng()
+    g = make_rng()
     cases = [
         (torch.tensor([[4, 5, 2, 0, 0], [5, 6, 6, 4, 2]]), 7, 0.1, 0),
         (torch.tensor([[2, 0, 4], [1, 1, 1]]), 5, 0.2, 1),
         (torch.tensor([[5, 4]]), 6, 0.0, 0),
     ]
     for target, vocab, eps, pad_id in cases:
-        text = f"{_name(fn)}(target {_shape(target)}, vocab_size={vocab}, epsilon={eps}, pad_id={pad_id})"
-        q = _expect_tensor(_call(fn, target, vocab, eps, pad_id, text=text), text, "of shape (B, T, V)")
-        _expect_shape(q, (*target.shape, vocab), text, "q", {
+        text = f"{callable_name(fn)}(target {shape_text(target)}, vocab_size={vocab}, epsilon={eps}, pad_id={pad_id})"
+        q = expect_tensor(call_learner(fn, target, vocab, eps, pad_id, text=text), text, "of shape (B, T, V)")
+        expect_shape(q, (*target.shape, vocab), text, "q", {
             (target.numel(), vocab): "Keep the (B, T) axes: q is (B, T, V), one distribution per position.",
         })
         if not q.is_floating_point():
@@ -190,7 +190,7 @@ def check_label_smoothing_target(fn: Callable[[Tensor, int, float, int], Tensor]
         expected = _smoothed_targets_reference(target, vocab, eps, pad_id)
         real = target != pad_id
         uniform = F.one_hot(target, vocab) * (1 - eps) + eps / vocab  # (B, T, V)
-        if eps > 0 and _close(q[real], uniform[real], 1e-5, 1e-4):
+        if eps > 0 and all_close(q[real], uniform[real], 1e-5, 1e-4):
             raise AssertionError(
                 f"{text}: that is F.cross_entropy's label_smoothing (eps spread over all V tokens, gold and pad "
                 "included). Here the gold token gets exactly 1 - eps, padding 0, and each of the other V - 2 "
@@ -209,13 +209,13 @@ def check_label_smoothing_target(fn: Callable[[Tensor, int, float, int], Tensor]
         if (q[..., pad_id] != 0).any():
             raise AssertionError(f"{text}: padding is never a correct next token, so column pad_id={pad_id} of q "
                                  "must be 0.")
-        _compare(q, expected, text, "q", [
+        compare(q, expected, text, "q", [
             ("The gold token gets exactly 1 - eps.", lambda: _smoothed_targets_reference(target, vocab, 0.0, pad_id)),
         ])
-        logits = _rand(g, *target.shape, vocab)
+        logits = random_tensor(g, *target.shape, vocab)
         ours = -(q * torch.log_softmax(logits, dim=-1)).sum()
         assert torch.allclose(ours, label_smoothed_nll(logits, target, eps, pad_id)[0], atol=1e-4), (
             f"{text}: the cross-entropy -sum q log p with your q differs from label_smoothed_nll"
         )
-    _passed(task, "label-smoothed targets, 3 batches (eps 0.1, 0.2 and 0, pad id 0 and 1); "
+    report_passed(task, "label-smoothed targets, 3 batches (eps 0.1, 0.2 and 0, pad id 0 and 1); "
                   "their cross-entropy equals label_smoothed_nll")

@@ -12,8 +12,8 @@ from ..config import TransformerConfig
 from ..decoding import beam_search, length_penalty
 from ..masks import make_padding_mask
 from ..model import Transformer
-from ._common import (_call, _compare, _decoding_model, _describe, _expect_shape, _expect_tensor, _isolated, _name,
-                      _passed, _rand, _rng, _shape)
+from .compare import (call_learner, compare, decoding_model, describe, expect_shape, expect_tensor, isolated, callable_name,
+                      report_passed, random_tensor, make_rng, shape_text)
 
 __all__ = ["check_beam_search", "check_beam_step", "check_checkpoint_average", "check_corpus_bleu",
            "check_normalised_scores"]
@@ -23,7 +23,7 @@ def _scores(log_probs: Tensor, lengths: Tensor, alpha: float) -> Tensor:
     return log_probs / length_penalty(lengths, alpha)
 
 
-@_isolated(avoid=("minitransformer.decoding:length_penalty",))
+@isolated(avoid=("minitransformer.decoding:length_penalty",))
 def check_normalised_scores(fn: Callable[[Tensor, Sequence[Sequence[int]], float], Tensor], *,
                             task: int | str | None = None) -> None:
     """Check ``fn(log_probs, hypotheses, alpha) -> scores`` (N,): log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^alpha.
@@ -44,12 +44,12 @@ def check_normalised_scores(fn: Callable[[Tensor, Sequence[Sequence[int]], float
     cases = [(torch.tensor([-1.5, -2.0, -3.2, -5.0]), 0.6), (torch.tensor([-0.7, -0.9, -2.5, -4.1]), 1.0),
              (torch.tensor([-2.0, -2.2, -2.4, -2.6]), 0.0)]
     for log_probs, alpha in cases:
-        text = f"{_name(fn)}(log_probs {_shape(log_probs)}, hypotheses of lengths 2 to 12, alpha={alpha})"
-        got = _expect_tensor(_call(fn, log_probs.clone(), [list(h) for h in hypotheses], alpha, text=text), text,
-                             f"of shape {_shape(log_probs)}")
+        text = f"{callable_name(fn)}(log_probs {shape_text(log_probs)}, hypotheses of lengths 2 to 12, alpha={alpha})"
+        got = expect_tensor(call_learner(fn, log_probs.clone(), [list(h) for h in hypotheses], alpha, text=text), text,
+                             f"of shape {shape_text(log_probs)}")
         lengths = torch.tensor([len(h) - 1 for h in hypotheses])
         expected = _scores(log_probs, lengths, alpha)
-        _compare(got, expected, text, "scores", [
+        compare(got, expected, text, "scores", [
             ("|Y| counts the generated tokens: leave out the start token (len(hypothesis) - 1).",
              lambda: _scores(log_probs, lengths + 1, alpha)),
             ("|Y| includes the end token: only the start token is left out.",
@@ -62,7 +62,7 @@ def check_normalised_scores(fn: Callable[[Tensor, Sequence[Sequence[int]], float
             ("The penalty is ((5 + |Y|) / 6)^alpha: the 5 goes inside the division by 6.",
              lambda: log_probs / (5 + lengths.float() / 6) ** alpha),
         ], atol=1e-5, rtol=1e-5)
-    _passed(task, "length-normalised scores, 4 hypotheses of 1 to 11 tokens, alpha 0.6, 1 and 0")
+    report_passed(task, "length-normalised scores, 4 hypotheses of 1 to 11 tokens, alpha 0.6, 1 and 0")
 
 
 def _step_by_hand(scores: Tensor, log_probs: Tensor, beam_size: int, eos_id: int, *, add_scores: bool = True,
@@ -86,7 +86,7 @@ def _ended_text(ended: list[tuple[int, float]]) -> str:
     return "[" + ", ".join(f"(beam {p}, {s:.3f})" for p, s in ended) + "]"
 
 
-@_isolated
+@isolated
 def check_beam_step(fn: Callable[..., tuple[Tensor, Tensor, Tensor, list[tuple[int, float]]]], *,
                     task: int | str | None = None) -> None:
     """Check ``fn(scores, log_probs, beam_size, eos_id) -> (new_scores, parents, tokens, ended)``: one beam step.
@@ -106,32 +106,32 @@ def check_beam_step(fn: Callable[..., tuple[Tensor, Tensor, Tensor, list[tuple[i
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
+    g = make_rng()
     cases = []
     for k_live, vocab, beam_size, eos in ((1, 8, 3, 2), (3, 8, 3, 2), (4, 10, 4, 5), (2, 6, 2, 0)):
-        log_probs = torch.log_softmax(_rand(g, k_live, vocab, scale=2.0), dim=-1)
+        log_probs = torch.log_softmax(random_tensor(g, k_live, vocab, scale=2.0), dim=-1)
         scores = -torch.rand(k_live, generator=g) * 3 if k_live > 1 else torch.zeros(1)
         cases.append((scores, log_probs, beam_size, eos))
     # A step where the end token is the best choice of every beam.
-    lp = torch.log_softmax(_rand(g, 3, 7), dim=-1)
+    lp = torch.log_softmax(random_tensor(g, 3, 7), dim=-1)
     lp[:, 2] = -0.01
     cases.append((torch.tensor([-1.0, -1.2, -1.5]), torch.log_softmax(lp, dim=-1), 3, 2))
     for scores, log_probs, beam_size, eos in cases:
-        text = (f"{_name(fn)}(scores {_shape(scores)}, log_probs {_shape(log_probs)}, beam_size={beam_size}, "
+        text = (f"{callable_name(fn)}(scores {shape_text(scores)}, log_probs {shape_text(log_probs)}, beam_size={beam_size}, "
                 f"eos_id={eos})")
-        result = _call(fn, scores.clone(), log_probs.clone(), beam_size, eos, text=text)
+        result = call_learner(fn, scores.clone(), log_probs.clone(), beam_size, eos, text=text)
         if isinstance(result, Tensor) or not isinstance(result, (tuple, list)) or len(result) != 4:
-            raise AssertionError(f"{text} returned {_describe(result)}; expected four things "
+            raise AssertionError(f"{text} returned {describe(result)}; expected four things "
                                  "(new_scores, parents, tokens, ended)")
         new_scores, parents, tokens, ended = result
         exp_scores, exp_parents, exp_tokens, exp_ended = _step_by_hand(scores, log_probs, beam_size, eos)
         for name, got, want in (("new_scores", new_scores, exp_scores), ("parents", parents, exp_parents),
                                 ("tokens", tokens, exp_tokens)):
-            _expect_tensor(got, text, f"as {name}")
-            _expect_shape(got, want.shape, text, name)
+            expect_tensor(got, text, f"as {name}")
+            expect_shape(got, want.shape, text, name)
         got_ended = [(int(p), float(s)) for p, s in ended] if isinstance(ended, (list, tuple)) else None
         if got_ended is None:
-            raise AssertionError(f"{text}: ended must be a list of (parent, score) pairs, got {_describe(ended)}")
+            raise AssertionError(f"{text}: ended must be a list of (parent, score) pairs, got {describe(ended)}")
         same = (torch.equal(parents.long(), exp_parents) and torch.equal(tokens.long(), exp_tokens)
                 and torch.allclose(new_scores.float(), exp_scores, atol=1e-5)
                 and len(got_ended) == len(exp_ended)
@@ -161,7 +161,7 @@ def check_beam_step(fn: Callable[..., tuple[Tensor, Tensor, Tensor, list[tuple[i
             f"{parents.tolist()}, tokens {tokens.tolist()}, scores {[round(float(s), 3) for s in new_scores]}, "
             f"ended {_ended_text(got_ended)}"
         )
-    _passed(task, "one beam step, 5 cases (the first step, 2 to 4 beams, end tokens ranked high and low)")
+    report_passed(task, "one beam step, 5 cases (the first step, 2 to 4 beams, end tokens ranked high and low)")
 
 
 class _ToyNextLogProbs:
@@ -178,7 +178,7 @@ class _ToyNextLogProbs:
         self.calls += 1
         if not isinstance(prefixes, Tensor) or prefixes.dim() != 2:
             raise ValueError(f"next_log_probs expects the live prefixes as a (K, t) tensor of token ids, got "
-                             f"{_describe(prefixes)}")
+                             f"{describe(prefixes)}")
         k = prefixes.size(0)
         hidden = self.model.decode(prefixes.long(), self.memory.expand(k, -1, -1),
                                    self.src_mask.expand(k, -1, -1, -1))  # (K, t, D)
@@ -232,7 +232,7 @@ def _search_cases() -> list[tuple[str, int, Tensor, int, int, float, int]]:
     ]
 
 
-@_isolated(avoid=("minitransformer.decoding:beam_search", "minitransformer.decoding:length_penalty"))
+@isolated(avoid=("minitransformer.decoding:beam_search", "minitransformer.decoding:length_penalty"))
 def check_beam_search(fn: Callable[..., Sequence[int]], *, task: int | str | None = None) -> None:
     """Check ``fn(next_log_probs, bos_id, eos_id, beam_size, alpha, max_len) -> tokens`` against :func:`beam_search`.
 
@@ -255,15 +255,15 @@ def check_beam_search(fn: Callable[..., Sequence[int]], *, task: int | str | Non
     bos = 1
     cases = _search_cases()
     for case, seed, src, eos, beam_size, alpha, max_len in cases:
-        model = _decoding_model(seed)
+        model = decoding_model(seed)
         oracle = _ToyNextLogProbs(model, src, bos)
-        text = (f"{_name(fn)}(next_log_probs, bos_id={bos}, eos_id={eos}, beam_size={beam_size}, alpha={alpha}, "
+        text = (f"{callable_name(fn)}(next_log_probs, bos_id={bos}, eos_id={eos}, beam_size={beam_size}, alpha={alpha}, "
                 f"max_len={max_len}) [{case}]")
-        got = _call(fn, oracle, bos, eos, beam_size, alpha, max_len, text=text)
+        got = call_learner(fn, oracle, bos, eos, beam_size, alpha, max_len, text=text)
         if isinstance(got, Tensor):
             got = got.flatten().tolist()
         if not isinstance(got, (list, tuple)):
-            raise AssertionError(f"{text} returned {_describe(got)}; expected a list of token ids")
+            raise AssertionError(f"{text} returned {describe(got)}; expected a list of token ids")
         got = [int(t) for t in got]
         row = beam_search(model, src[None], bos, eos, beam_size, alpha, max_len=max_len, use_cache=False)[0].tolist()
         while row and row[-1] == model.config.pad_id:
@@ -288,11 +288,11 @@ def check_beam_search(fn: Callable[..., Sequence[int]], *, task: int | str | Non
                                  + " ".join(f"({i}) {h}" for i, h in enumerate(matched, start=1)))
         raise AssertionError(f"{text}: expected {row}, got {got}")
     n_models = len({seed for _, seed, *_ in cases})
-    _passed(task, f"beam search with length penalty, {len(cases)} searches on {n_models} small models "
+    report_passed(task, f"beam search with length penalty, {len(cases)} searches on {n_models} small models "
                   "(beam 1 to 4, alpha 0.6 to 1.5, a length limit), equal to beam_search")
 
 
-@_isolated(avoid=("minitransformer.training.checkpoint:average_checkpoints",))
+@isolated(avoid=("minitransformer.training.checkpoint:average_checkpoints",))
 def check_checkpoint_average(fn: Callable[[list[dict[str, Tensor]]], dict[str, Tensor]], *,
                              task: int | str | None = None) -> None:
     """Check ``fn(state_dicts) -> averaged``: checkpoint averaging, as :func:`average_checkpoints` does it.
@@ -309,13 +309,13 @@ def check_checkpoint_average(fn: Callable[[list[dict[str, Tensor]]], dict[str, T
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
+    g = make_rng()
     # Xavier: the random draws (and so the check's cases) stay those the check was written with.
     config = TransformerConfig.tiny(9, d_model=8, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers=1,
                                     embedding_init="xavier")
     state_dicts = []
     for k in range(3):
-        sd = {name: _rand(g, *p.shape) for name, p in Transformer(config).state_dict().items()}
+        sd = {name: random_tensor(g, *p.shape) for name, p in Transformer(config).state_dict().items()}
         tied = sd["src_embed.embedding.weight"]
         for name in ("tgt_embed.embedding.weight", "generator.weight"):  # tied weights share one tensor, as in a
             sd[name] = tied  # real state dict
@@ -323,8 +323,8 @@ def check_checkpoint_average(fn: Callable[[list[dict[str, Tensor]]], dict[str, T
         sd["half_weight"] = torch.full((3,), 30000.0 + 1000 * k, dtype=torch.float16)  # the sum overflows float16
         state_dicts.append(sd)
     originals = [{n: t.clone() for n, t in sd.items()} for sd in state_dicts]
-    text = f"{_name(fn)}(3 state dicts of {len(state_dicts[0])} tensors)"
-    got = _call(fn, state_dicts, text=text)
+    text = f"{callable_name(fn)}(3 state dicts of {len(state_dicts[0])} tensors)"
+    got = call_learner(fn, state_dicts, text=text)
     for sd, orig in zip(state_dicts, originals):
         changed = [n for n in sd if not torch.equal(sd[n], orig[n])]
         if changed:
@@ -334,13 +334,13 @@ def check_checkpoint_average(fn: Callable[[list[dict[str, Tensor]]], dict[str, T
                 "in-place sum would even count them several times."
             )
     if not isinstance(got, dict):
-        raise AssertionError(f"{text} returned {_describe(got)}; expected a dict name -> tensor, like a state_dict")
+        raise AssertionError(f"{text} returned {describe(got)}; expected a dict name -> tensor, like a state_dict")
     if set(got) != set(state_dicts[0]):
         missing = sorted(set(state_dicts[0]) - set(got))
         raise AssertionError(f"{text}: the averaged dict must have the same keys as the inputs; missing "
                              f"{missing[:3]}, extra {sorted(set(got) - set(state_dicts[0]))[:3]}")
     for name in state_dicts[0]:
-        value = _expect_tensor(got[name], f"{text}['{name}']", "")
+        value = expect_tensor(got[name], f"{text}['{name}']", "")
         last = state_dicts[-1][name]
         where = f"{text}: '{name}'"
         if value.dtype != last.dtype:
@@ -357,12 +357,12 @@ def check_checkpoint_average(fn: Callable[[list[dict[str, Tensor]]], dict[str, T
                                  "float64, divide, then cast back to float16.")
         stack = torch.stack([sd[name].double() for sd in state_dicts])
         expected = stack.mean(dim=0).to(last.dtype)
-        _compare(value, expected, where, "average", [
+        compare(value, expected, where, "average", [
             ("Divide the sum by the number of state dicts.", lambda: stack.sum(dim=0).to(last.dtype)),
             ("Average all the state dicts, not just the last two.", lambda: stack[1:].mean(dim=0).to(last.dtype)),
             ("That is the last state dict's value; average over all of them.", lambda: last),
         ], atol=1e-3 if last.dtype == torch.float16 else 1e-6, rtol=1e-3 if last.dtype == torch.float16 else 1e-5)
-    _passed(task, "checkpoint averaging of 3 state dicts (tied weights, an integer counter, a float16 tensor)")
+    report_passed(task, "checkpoint averaging of 3 state dicts (tied weights, an integer counter, a float16 tensor)")
 
 
 # --- BLEU (lesson 08) ---------------------------------------------------------------------------------------------
@@ -432,7 +432,7 @@ def _bleu_corpus(rnd: Any, n_sentences: int, most_refs: int, shorten: float) -> 
     return hyps, refs
 
 
-@_isolated(avoid=("sacrebleu:corpus_bleu", "sacrebleu:sentence_bleu", "minitransformer.evaluation:bleu"))
+@isolated(avoid=("sacrebleu:corpus_bleu", "sacrebleu:sentence_bleu", "minitransformer.evaluation:bleu"))
 def check_corpus_bleu(fn: Callable[[list[str], list[list[str]]], Any], *, task: int | str | None = None,
                       seed: int = 0) -> None:
     """Check ``fn(hypotheses, references) -> BLEU`` (0-100) against sacreBLEU's ``corpus_bleu``.
@@ -469,15 +469,15 @@ def check_corpus_bleu(fn: Callable[[list[str], list[list[str]]], Any], *, task: 
                 break
         cases.append((hyps, refs, what))
     for hyps, refs, what in cases:
-        text = f"{_name(fn)}({len(hyps)} hypotheses, their references) [{what}]"
+        text = f"{callable_name(fn)}({len(hyps)} hypotheses, their references) [{what}]"
         streams = reference_streams(refs)
         expected = float(sacrebleu.corpus_bleu(hyps, streams, tokenize="none").score)
         assert abs(expected - _bleu_by_hand(hyps, refs)) < 1e-9, "the check's own BLEU disagrees with sacreBLEU"
-        got_raw = _call(fn, [h for h in hyps], [list(r) for r in refs], text=text)
+        got_raw = call_learner(fn, [h for h in hyps], [list(r) for r in refs], text=text)
         if isinstance(got_raw, Tensor) and got_raw.numel() == 1:
             got_raw = got_raw.item()
         if isinstance(got_raw, bool) or not isinstance(got_raw, (int, float)):
-            raise AssertionError(f"{text} returned {_describe(got_raw)}; expected a number from 0 to 100")
+            raise AssertionError(f"{text} returned {describe(got_raw)}; expected a number from 0 to 100")
         got = float(got_raw)
         if math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-6):
             continue
@@ -505,5 +505,5 @@ def check_corpus_bleu(fn: Callable[[list[str], list[list[str]]], Any], *, task: 
         if matched:
             raise AssertionError(f"{text}: expected {expected:.4f}, got {got:.4f}. {' '.join(dict.fromkeys(matched))}")
         raise AssertionError(f"{text}: expected {expected:.4f} (sacreBLEU's corpus_bleu), got {got:.4f}")
-    _passed(task, f"corpus BLEU of {len(cases)} corpora (1 to 40 sentences, one to three references, repeated "
+    report_passed(task, f"corpus BLEU of {len(cases)} corpora (1 to 40 sentences, one to three references, repeated "
                   "words, short hypotheses), equal to sacreBLEU")

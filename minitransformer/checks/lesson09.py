@@ -8,8 +8,8 @@ import torch
 from torch import Tensor
 
 from ..variants import DecoderOnlyLM, masked_mean, next_token_probabilities
-from ._common import (_call, _close, _compare, _expect_shape, _expect_tensor, _fill_parameters, _isolated, _name,
-                      _passed, _rand, _rng)
+from .compare import (call_learner, all_close, compare, expect_shape, expect_tensor, fill_parameters, isolated, callable_name,
+                      report_passed, random_tensor, make_rng)
 
 __all__ = ["APPLICATIONS", "FAMILIES", "check_decoder_only_logits", "check_family_choice", "check_masked_mean",
            "check_next_token_probabilities"]
@@ -28,7 +28,7 @@ def _logits_with_mask(model: DecoderOnlyLM, tokens: Tensor, mask: Tensor | None,
     return x @ model.embed.embedding.weight.T  # (B, T, V)
 
 
-@_isolated
+@isolated
 def check_decoder_only_logits(fn: Callable[[DecoderOnlyLM, Tensor], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(model, tokens) -> logits`` (B, T, V): the decoder-only forward pass under a causal mask.
 
@@ -43,14 +43,14 @@ def check_decoder_only_logits(fn: Callable[[DecoderOnlyLM, Tensor], Tensor], *, 
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
+    g = make_rng()
     for norm_first, (batch, length) in ((False, (2, 6)), (True, (3, 5)), (False, (1, 1))):
         model = DecoderOnlyLM(13, d_model=8, n_heads=2, d_ff=16, n_layers=2, max_len=8, dropout=0.0,
                               norm_first=norm_first).eval()
-        _fill_parameters(model, g)
+        fill_parameters(model, g)
         tokens = torch.randint(0, 13, (batch, length), generator=g)
-        text = f"{_name(fn)}(model ({'pre' if norm_first else 'post'}-LN), tokens ({batch}, {length}))"
-        logits = _expect_tensor(_call(fn, model, tokens, text=text), text, "(the logits)")
+        text = f"{callable_name(fn)}(model ({'pre' if norm_first else 'post'}-LN), tokens ({batch}, {length}))"
+        logits = expect_tensor(call_learner(fn, model, tokens, text=text), text, "(the logits)")
         expected = model(tokens)  # (B, T, V)
         if tuple(logits.shape) == (batch, 13) and length > 1:
             raise AssertionError(f"{text} returned only one row per sequence, shape ({batch}, 13): return the "
@@ -75,12 +75,12 @@ def check_decoder_only_logits(fn: Callable[[DecoderOnlyLM, Tensor], Tensor], *, 
         ]
         if length == 1:
             mistakes = []
-        _compare(logits, expected, text, "logits", mistakes, atol=1e-4, rtol=1e-4,
+        compare(logits, expected, text, "logits", mistakes, atol=1e-4, rtol=1e-4,
                  fallback=lambda: "The output layer is tied: logits = h @ model.embed.embedding.weight.T.")
-    _passed(task, "decoder-only logits, post-LN and pre-LN, causal at every position")
+    report_passed(task, "decoder-only logits, post-LN and pre-LN, causal at every position")
 
 
-@_isolated
+@isolated
 def check_next_token_probabilities(fn: Callable[[Tensor, float, int | None], Tensor], *,
                                    task: int | str | None = None) -> None:
     """Check ``fn(logits, temperature, top_k) -> probs`` (B, V) against :func:`next_token_probabilities`.
@@ -93,21 +93,21 @@ def check_next_token_probabilities(fn: Callable[[Tensor, float, int | None], Ten
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
-    logits = _rand(g, 3, 10, scale=2.0)  # (B, V)
+    g = make_rng()
+    logits = random_tensor(g, 3, 10, scale=2.0)  # (B, V)
     cases = [(1.0, None), (0.5, None), (2.0, None), (1.0, 3), (0.7, 4), (0.0, None), (1.5, 1), (1.0, 10)]
     for temperature, top_k in cases:
-        text = f"{_name(fn)}(logits (3, 10), temperature={temperature}, top_k={top_k})"
-        probs = _expect_tensor(_call(fn, logits.clone(), temperature, top_k, text=text), text, "(3, 10)")
+        text = f"{callable_name(fn)}(logits (3, 10), temperature={temperature}, top_k={top_k})"
+        probs = expect_tensor(call_learner(fn, logits.clone(), temperature, top_k, text=text), text, "(3, 10)")
         expected = next_token_probabilities(logits, temperature, top_k)
         if probs.shape == expected.shape and torch.isnan(probs).any():
             hint = ("Temperature 0 means greedy: put probability 1 on the argmax instead of dividing by 0."
                     if temperature == 0 else "Some probabilities are NaN.")
             raise AssertionError(f"{text} returned NaN. {hint}")
-        if probs.shape == expected.shape and not _close(probs.double().sum(-1), torch.ones(3, dtype=torch.float64),
+        if probs.shape == expected.shape and not all_close(probs.double().sum(-1), torch.ones(3, dtype=torch.float64),
                                                       1e-4, 1e-4):
             unnormalised = torch.softmax(logits / max(temperature, 1e-9), -1) * (expected > 0)
-            if _close(probs, unnormalised, 1e-5, 1e-4):
+            if all_close(probs, unnormalised, 1e-5, 1e-4):
                 raise AssertionError(f"{text}: the rows do not sum to 1. After keeping the top k, renormalise: "
                                      "apply the softmax to the filtered logits (the others set to -inf).")
             raise AssertionError(f"{text}: the rows must sum to 1 (a probability distribution over the next "
@@ -138,11 +138,11 @@ def check_next_token_probabilities(fn: Callable[[Tensor, float, int | None], Ten
                 (f"Off by one: {k - 1} tokens kept instead of {k}. Keep the logits >= the k-th largest, not >.",
                  lambda: kept(k - 1)),
             ]
-        _compare(probs, expected, text, "probabilities", mistakes, atol=1e-5, rtol=1e-4)
-    _passed(task, "temperature 0, 0.5, 0.7, 1, 1.5, 2 and top_k None, 1, 3, 4, V")
+        compare(probs, expected, text, "probabilities", mistakes, atol=1e-5, rtol=1e-4)
+    report_passed(task, "temperature 0, 0.5, 0.7, 1, 1.5, 2 and top_k None, 1, 3, 4, V")
 
 
-@_isolated
+@isolated
 def check_masked_mean(fn: Callable[[Tensor, Tensor], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(x, keep) -> pooled`` (B, D), the mean of each row's real positions, against :func:`masked_mean`.
 
@@ -154,18 +154,18 @@ def check_masked_mean(fn: Callable[[Tensor, Tensor], Tensor], *, task: int | str
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
-    x = _rand(g, 3, 5, 4)  # (B, T, D)
+    g = make_rng()
+    x = random_tensor(g, 3, 5, 4)  # (B, T, D)
     keep = torch.tensor([[True, True, True, False, False], [True] * 5, [True, False, False, False, False]])
-    text = f"{_name(fn)}(x (3, 5, 4), keep (3, 5))"
-    pooled = _expect_tensor(_call(fn, x.clone(), keep.clone(), text=text), text, "(B, D) = (3, 4)")
+    text = f"{callable_name(fn)}(x (3, 5, 4), keep (3, 5))"
+    pooled = expect_tensor(call_learner(fn, x.clone(), keep.clone(), text=text), text, "(B, D) = (3, 4)")
     weights = keep.float()[..., None]  # (B, T, 1)
-    _expect_shape(pooled, (3, 4), text, "pooled vectors", {
+    expect_shape(pooled, (3, 4), text, "pooled vectors", {
         (3, 5): "That is one value per position: the mean runs over the feature axis. Average over the positions, "
                 "dim=1 of (B, T, D).",
         (3, 1, 4): "Drop the length axis: one vector per sequence, (B, D) (keepdim=False, or squeeze(1)).",
     })
-    _compare(pooled, masked_mean(x, keep), text, "pooled vectors", [
+    compare(pooled, masked_mean(x, keep), text, "pooled vectors", [
         ("Padding is included: x.mean(dim=1) averages all T positions. Multiply by the mask and divide by the "
          "number of real tokens per row.", lambda: x.mean(dim=1)),
         ("The sum is not divided: divide by the number of real tokens of each row, keep.sum(dim=1).",
@@ -176,13 +176,13 @@ def check_masked_mean(fn: Callable[[Tensor, Tensor], Tensor], *, task: int | str
          lambda: (x * (1 - weights)).sum(dim=1) / (1 - weights).sum(dim=1).clamp(min=1)),
     ])
     empty = torch.tensor([[False, False, False, False, False], [True, True, False, False, False]])
-    text = f"{_name(fn)}(x (2, 5, 4), keep with a row of padding only)"
-    pooled = _expect_tensor(_call(fn, x[:2].clone(), empty, text=text), text, "(2, 4)")
+    text = f"{callable_name(fn)}(x (2, 5, 4), keep with a row of padding only)"
+    pooled = expect_tensor(call_learner(fn, x[:2].clone(), empty, text=text), text, "(2, 4)")
     if pooled.shape == (2, 4) and not torch.isfinite(pooled).all():
         raise AssertionError(f"{text} gave NaN for the row with no real token (0 / 0): clamp the count to at "
                              "least 1, so that such a row pools to zeros.")
-    _compare(pooled, masked_mean(x[:2], empty), text, "pooled vectors")
-    _passed(task, "masked mean of 3 rows (3, 5 and 1 real tokens) and an all-padding row")
+    compare(pooled, masked_mean(x[:2], empty), text, "pooled vectors")
+    report_passed(task, "masked mean of 3 rows (3, 5 and 1 real tokens) and an all-padding row")
 
 
 FAMILIES = ("encoder-only", "decoder-only", "encoder-decoder")
@@ -210,7 +210,7 @@ _APPLICATIONS: dict[str, tuple[str | tuple[str, ...], str]] = {
 APPLICATIONS = tuple(_APPLICATIONS)
 
 
-@_isolated
+@isolated
 def check_family_choice(fn: Callable[[str], str], *, task: int | str | None = None) -> None:
     """Check ``fn(application) -> family`` for the applications of :data:`APPLICATIONS`.
 
@@ -225,11 +225,11 @@ def check_family_choice(fn: Callable[[str], str], *, task: int | str | None = No
     __tracebackhide__ = True
     for application, (family, why) in _APPLICATIONS.items():
         accepted = (family,) if isinstance(family, str) else family
-        text = f"{_name(fn)}({application!r})"
-        answer: Any = _call(fn, application, text=text)
+        text = f"{callable_name(fn)}({application!r})"
+        answer: Any = call_learner(fn, application, text=text)
         if not isinstance(answer, str) or answer.strip().lower() not in FAMILIES:
             raise AssertionError(f"{text} returned {answer!r}; expected one of {', '.join(map(repr, FAMILIES))}")
         if answer.strip().lower() not in accepted:
             raise AssertionError(f"{text} returned {answer!r}, but {' or '.join(accepted)} fits better: {why}.")
-    _passed(task, f"{len(_APPLICATIONS)} applications matched with their family")
+    report_passed(task, f"{len(_APPLICATIONS)} applications matched with their family")
 

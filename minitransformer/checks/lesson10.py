@@ -10,16 +10,16 @@ from torch import Tensor, nn
 
 from ..embeddings import LearnedPositionalEmbedding
 from ..training.schedule import ConstantAtPeak, DecayWithoutWarmup, transformer_lr
-from ._common import _build, _call, _compare, _describe, _expect_tensor, _isolated, _name, _passed, _rng
-from .questions import _check_in, _Question
+from .compare import build_learner, call_learner, compare, describe, expect_tensor, isolated, callable_name, report_passed, make_rng
+from .questions import grade_answer, Question
 
 __all__ = ["PREDICTIONS", "check_ablation_prediction", "check_constant_schedule", "check_learned_positions",
            "check_no_warmup_schedule"]
 
 #: The questions of exercise 10: two rows of Table 3 that lesson 10 does not run (development set, base
 #: model 4.92 perplexity and 25.8 BLEU), and the design of a learning-rate ablation.
-PREDICTIONS: dict[str, _Question] = {
-    "10-more-smoothing": _Question(
+PREDICTIONS: dict[str, Question] = {
+    "10-more-smoothing": Question(
         title="twice the label smoothing, eps_ls = 0.2 (Table 3, row D)",
         correct="C",
         why="eps_ls = 0.2 gave perplexity 5.47 and BLEU 25.7 against the base model's 4.92 and 25.8: a target "
@@ -38,7 +38,7 @@ PREDICTIONS: dict[str, _Question] = {
                  "and BLEU, hardly change.",
         },
     ),
-    "10-two-layers": _Question(
+    "10-two-layers": Question(
         title="two layers per stack instead of six (Table 3, row C)",
         correct="D",
         why="N = 2 gave perplexity 6.11 and BLEU 23.7 against 4.92 and 25.8 (36M parameters against 65M), the "
@@ -58,7 +58,7 @@ PREDICTIONS: dict[str, _Question] = {
                  "are far fewer than six.",
         },
     ),
-    "10-confound": _Question(
+    "10-confound": Question(
         title="what the constant-rate experiment can conclude",
         correct="B",
         why="run C removes the warm-up (steps 1-100) and the decay (steps 101-900, where its rate ends 3 times "
@@ -80,7 +80,7 @@ PREDICTIONS: dict[str, _Question] = {
 }
 
 
-@_isolated
+@isolated
 def check_ablation_prediction(question: str, answer: Any, *, task: int | str | None = None) -> None:
     """Check the answer to a question of exercise 10 (a key of :data:`PREDICTIONS`): a row of Table 3, or an
     ablation's design.
@@ -94,10 +94,10 @@ def check_ablation_prediction(question: str, answer: Any, *, task: int | str | N
         AssertionError: the answer is missing or wrong, with what the paper measured.
     """
     __tracebackhide__ = True
-    _check_in(PREDICTIONS, question, answer, task, expected="a letter", other="Answer with one letter, A, B, C or D.")
+    grade_answer(PREDICTIONS, question, answer, task, expected="a letter", other="Answer with one letter, A, B, C or D.")
 
 
-@_isolated
+@isolated
 def check_constant_schedule(fn: Callable[[int, int, int, float], float], *, task: int | str | None = None,
                             cases: tuple[tuple[int, int, float], ...] = ((512, 4000, 1.0), (128, 100, 0.5))) -> None:
     """Check ``fn(step, d_model, warmup, factor) -> lr``: the constant rate at the schedule's peak.
@@ -120,8 +120,8 @@ def check_constant_schedule(fn: Callable[[int, int, int, float], float], *, task
     for d_model, warmup, factor in cases:
         expected_fn = ConstantAtPeak(d_model, warmup, factor)
         for step in (warmup // 2 or 1, 1, 2, warmup, 3 * warmup, 50 * warmup):
-            text = f"{_name(fn)}(step={step}, d_model={d_model}, warmup={warmup}, factor={factor})"
-            got = _call(fn, step, d_model, warmup, factor, text=text)
+            text = f"{callable_name(fn)}(step={step}, d_model={d_model}, warmup={warmup}, factor={factor})"
+            got = call_learner(fn, step, d_model, warmup, factor, text=text)
             if isinstance(got, Tensor) and got.numel() == 1:
                 got = got.item()
             if isinstance(got, bool) or not isinstance(got, (int, float)):
@@ -141,7 +141,7 @@ def check_constant_schedule(fn: Callable[[int, int, int, float], float], *, task
             ]
             hint = next((h for value, h in hints if math.isclose(got, value, rel_tol=1e-6)), "")
             raise AssertionError(f"{text} returned {got:.6g}, expected {expected:.6g}." + (f" {hint}" if hint else ""))
-    _passed(task, f"constant learning rate at the schedule's peak, {len(cases)} settings x 6 steps, equal to "
+    report_passed(task, f"constant learning rate at the schedule's peak, {len(cases)} settings x 6 steps, equal to "
                   "ConstantAtPeak")
 
 
@@ -174,7 +174,7 @@ def _no_warmup_mistakes(d_model: int, warmup: int, factor: float) -> list[tuple[
     ]
 
 
-@_isolated(avoid=("minitransformer.training.schedule:transformer_lr",))
+@isolated(avoid=("minitransformer.training.schedule:transformer_lr",))
 def check_no_warmup_schedule(fn: Callable[[int, int, int, float], float], *, task: int | str | None = None,
                              cases: tuple[tuple[int, int, float], ...] = ((512, 4000, 1.0), (128, 100, 0.5))) -> None:
     """Check ``fn(step, d_model, warmup, factor) -> lr``: the paper's schedule without its warm-up, decay kept.
@@ -200,10 +200,10 @@ def check_no_warmup_schedule(fn: Callable[[int, int, int, float], float], *, tas
         steps = sorted({1, 2, warmup // 2 or 1, max(warmup - 1, 1), warmup, warmup + 1, 3 * warmup, 50 * warmup})
         got: dict[int, float] = {}
         for step in steps:
-            text = f"{_name(fn)}(step={step}, d_model={d_model}, warmup={warmup}, factor={factor})"
-            value = _call(fn, step, d_model, warmup, factor, text=text)
+            text = f"{callable_name(fn)}(step={step}, d_model={d_model}, warmup={warmup}, factor={factor})"
+            value = call_learner(fn, step, d_model, warmup, factor, text=text)
             if isinstance(value, Tensor):
-                raise AssertionError(f"{text} returned {_describe(value)}; expected a Python float. Compute with "
+                raise AssertionError(f"{text} returned {describe(value)}; expected a Python float. Compute with "
                                      "numbers (** and max work on ints and floats), or convert with float(...)")
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise AssertionError(f"{text} returned {value!r}; expected a float learning rate")
@@ -216,18 +216,18 @@ def check_no_warmup_schedule(fn: Callable[[int, int, int, float], float], *, tas
         # Show the step where the two differ most: a constant peak is 0.01% off at step warmup + 1, 7x at 50 * warmup.
         step = max(wrong, key=lambda s: abs(got[s] - expected[s]) / expected[s]
                    if math.isfinite(got[s]) else math.inf)
-        text = f"{_name(fn)}(step={step}, d_model={d_model}, warmup={warmup}, factor={factor})"
+        text = f"{callable_name(fn)}(step={step}, d_model={d_model}, warmup={warmup}, factor={factor})"
         mistakes = _no_warmup_mistakes(d_model, warmup, factor)
         # A mistake explains the whole curve, not one point: the constant peak and the min agree after the peak.
         hint = next((h for value, h in mistakes if all(math.isclose(got[s], value(s), rel_tol=1e-6) for s in steps)),
                     next((h for value, h in mistakes if math.isclose(got[step], value(step), rel_tol=1e-6)), ""))
         raise AssertionError(f"{text} returned {got[step]:.6g}, expected {expected[step]:.6g}."
                              + (f" {hint}" if hint else ""))
-    _passed(task, f"learning rate without warm-up, decay kept, {tried} steps in {len(cases)} settings (step 1, "
+    report_passed(task, f"learning rate without warm-up, decay kept, {tried} steps in {len(cases)} settings (step 1, "
                   "around step = warmup, the decay), equal to DecayWithoutWarmup")
 
 
-@_isolated(avoid=("minitransformer.embeddings:LearnedPositionalEmbedding",))
+@isolated(avoid=("minitransformer.embeddings:LearnedPositionalEmbedding",))
 def check_learned_positions(cls: type[nn.Module], *, task: int | str | None = None,
                             sizes: tuple[tuple[int, int], ...] = ((8, 6), (16, 12))) -> None:
     """Check ``cls(d_model, max_len, dropout)``: learned positional embeddings (Table 3, row E).
@@ -246,10 +246,10 @@ def check_learned_positions(cls: type[nn.Module], *, task: int | str | None = No
         AssertionError: what differs, and the likely mistake.
     """
     __tracebackhide__ = True
-    g = _rng()
+    g = make_rng()
     for d_model, max_len in sizes:
-        built = f"{_name(cls)}({d_model}, {max_len}, 0.0)"
-        module = _build(cls, d_model, max_len, 0.0)
+        built = f"{callable_name(cls)}({d_model}, {max_len}, 0.0)"
+        module = build_learner(cls, d_model, max_len, 0.0)
         table = getattr(module, "embedding", None)
         if not isinstance(table, nn.Embedding):
             raise AssertionError(f"{built} has no `embedding` of type nn.Embedding; create it in __init__ as "
@@ -268,7 +268,7 @@ def check_learned_positions(cls: type[nn.Module], *, task: int | str | None = No
         x = torch.randn(2, max_len // 2, d_model, generator=g)  # (B, T, D)
         for offset in (0, max_len // 2):
             text = f"{built}.forward(x {tuple(x.shape)}, offset={offset})"
-            out = _expect_tensor(_call(lambda: module(x, offset) if offset else module(x), text=text), text,
+            out = expect_tensor(call_learner(lambda: module(x, offset) if offset else module(x), text=text), text,
                                  f"of shape {tuple(x.shape)}")
             expected = reference(x, offset)
             mistakes = [
@@ -279,7 +279,7 @@ def check_learned_positions(cls: type[nn.Module], *, task: int | str | None = No
                 ("Use rows offset .. offset + T - 1 of the table, one per position of x.",
                  lambda: x + table.weight[: x.size(1)].flip(0)),
             ]
-            _compare(out, expected, text, "output", mistakes, atol=1e-6, rtol=1e-5)
+            compare(out, expected, text, "output", mistakes, atol=1e-6, rtol=1e-5)
         too_long = torch.zeros(1, max_len, d_model)
         text = f"{built}.forward(x {tuple(too_long.shape)}, offset=1)"
         try:
@@ -292,5 +292,5 @@ def check_learned_positions(cls: type[nn.Module], *, task: int | str | None = No
         else:
             raise AssertionError(f"{text} returned without an error; position {max_len} has no row in the table "
                                  f"of max_len={max_len}: raise a ValueError")
-    _passed(task, f"learned positional embeddings, {len(sizes)} sizes, offsets 0 and T, too-long input refused; "
+    report_passed(task, f"learned positional embeddings, {len(sizes)} sizes, offsets 0 and T, too-long input refused; "
                   "equal to LearnedPositionalEmbedding")

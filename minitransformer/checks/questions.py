@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._common import _isolated, _passed
+from .compare import isolated, report_passed
 
 __all__ = ["QUESTIONS", "check_answer"]
 
 
 @dataclass(frozen=True)
-class _Question:
+class Question:
     title: str
     correct: Any  # a letter, a frozenset of letters, or a tuple of numbers
     why: str  # printed with the pass line
@@ -24,8 +24,8 @@ class _Question:
     hint: str = ""  # for any other wrong answer
 
 
-QUESTIONS: dict[str, _Question] = {
-    "00-sequential-steps": _Question(
+QUESTIONS: dict[str, Question] = {
+    "00-sequential-steps": Question(
         title="sequential steps and path lengths for n = 50",
         correct=(50, 49, 1),
         why="a GRU needs 50 steps one after the other, kernel-3 convolutions 49 layers, self-attention 1 layer",
@@ -37,7 +37,7 @@ QUESTIONS: dict[str, _Question] = {
         },
         hint="Answer with a tuple (GRU steps, kernel-3 convolution layers, self-attention layers).",
     ),
-    "02-pe-properties": _Question(
+    "02-pe-properties": Question(
         title="properties of the sinusoidal encoding",
         correct=frozenset("ABD"),
         why=("each position up to max_len gets its own vector (A), every entry is a sine or cosine in [-1, 1] (B), "
@@ -54,7 +54,7 @@ QUESTIONS: dict[str, _Question] = {
         },
         hint="Go through the five statements one by one with the formula and your task 2 in mind.",
     ),
-    "03-nan-rows": _Question(
+    "03-nan-rows": Question(
         title="which masks make my_attention return a row of NaN",
         correct=frozenset("BC"),
         why=("a row is NaN exactly when its query may attend to no key: masking the padding queries' rows (B) "
@@ -74,7 +74,7 @@ QUESTIONS: dict[str, _Question] = {
         },
         hint="A row of weights is NaN when its query may attend to no key at all (all scores -inf, softmax 0/0).",
     ),
-    "04-base-model-heads": _Question(
+    "04-base-model-heads": Question(
         title="heads of the base model",
         correct=(8, 64, 64),
         why="h = 8 heads of d_k = d_v = 512 / 8 = 64",
@@ -84,7 +84,7 @@ QUESTIONS: dict[str, _Question] = {
         },
         hint="Answer with a tuple (h, d_k, d_v) for d_model = 512, as in the paper's Table 3.",
     ),
-    "06-nan-rows": _Question(
+    "06-nan-rows": Question(
         title="masks that leave a query with no key",
         correct=frozenset("CD"),
         why="an all-padding source (C) and tril(-1) (D, whose row 0 is empty) give rows of -inf and a 0/0 softmax",
@@ -96,7 +96,7 @@ QUESTIONS: dict[str, _Question] = {
         },
         hint="A row is NaN when its query may attend to no key at all: find the masks with an all-False row.",
     ),
-    "08-bf16-loss-scaling": _Question(
+    "08-bf16-loss-scaling": Question(
         title="why bf16 needs no loss scaling",
         correct="B",
         why="bfloat16 keeps float32's 8 exponent bits, so tiny gradients do not underflow to 0",
@@ -120,7 +120,7 @@ def _normalise(answer: Any) -> Any:
     return answer
 
 
-def _check_in(table: dict[str, _Question], question: str, answer: Any, task: int | str | None,
+def grade_answer(table: dict[str, Question], question: str, answer: Any, task: int | str | None,
               expected: str = "your answer", other: str = "Read the options again, one at a time.") -> None:
     """Compare ``answer`` with ``table[question]`` (the body of :func:`check_answer` and of exercise 10's
     prediction check): pass with the reason, or fail with what the answer confuses (``other`` for an
@@ -136,13 +136,13 @@ def _check_in(table: dict[str, _Question], question: str, answer: Any, task: int
     if isinstance(correct, frozenset) and isinstance(given, str):
         given = frozenset(given)
     if given == correct:
-        _passed(task, f"{q.title}: {q.why}")
+        report_passed(task, f"{q.title}: {q.why}")
         return
     explanation = q.wrong.get(given, q.hint or other)
     raise AssertionError(f"Question '{q.title}': {answer!r} is not right. {explanation}")
 
 
-@_isolated
+@isolated
 def check_answer(question: str, answer: Any, *, task: int | str | None = None) -> None:
     """Check the answer to the conceptual question ``question`` (a key of :data:`QUESTIONS`).
 
@@ -155,4 +155,4 @@ def check_answer(question: str, answer: Any, *, task: int | str | None = None) -
         AssertionError: the answer is missing or wrong, with what it confuses.
     """
     __tracebackhide__ = True
-    _check_in(QUESTIONS, question, answer, task)
+    grade_answer(QUESTIONS, question, answer, task)

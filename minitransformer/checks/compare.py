@@ -1,10 +1,10 @@
 """Helpers shared by the exercise checks: calling the learner's code, comparing tensors, explaining.
 
-Every check runs under :func:`_isolated` (no gradients, the caller's random generators untouched)
-and draws its inputs from :func:`_rng`, a generator seeded with :data:`_SEED`. A learner's error
-becomes an ``AssertionError`` that names the call which raised it (:func:`_call`); a wrong
+Every check runs under :func:`isolated` (no gradients, the caller's random generators untouched)
+and draws its inputs from :func:`make_rng`, a generator seeded with :data:`SEED`. A learner's error
+becomes an ``AssertionError`` that names the call which raised it (:func:`call_learner`); a wrong
 tensor is compared with the expected one and, where it matches a known mistake, explained
-(:func:`_compare`).
+(:func:`compare`).
 """
 
 from __future__ import annotations
@@ -26,25 +26,25 @@ from torch import Tensor, nn
 from ..config import TransformerConfig
 from ..model import Transformer
 
-_SEED = 20170612  # the day "Attention Is All You Need" appeared on arXiv
+SEED = 20170612  # the day "Attention Is All You Need" appeared on arXiv
 _Check = TypeVar("_Check", bound=Callable[..., None])
 
 
-class _ReferenceUsed(BaseException):
+class ReferenceUsed(BaseException):
     """Raised when the learner's code calls the package's own version of the piece a check is testing.
 
     A BaseException, so that a learner's ``except Exception`` cannot swallow it on the way out.
     """
 
 
-# How many calls into the learner's code are running (see _call). The package's reference pieces
+# How many calls into the learner's code are running (see call_learner). The package's reference pieces
 # named by a check's ``avoid`` are replaced for the check's duration by sentinels that fail when
 # called from inside the learner's code, and behave as usual when the check itself calls them.
-_LEARNER_DEPTH = 0
-_USED: list[str] = []
+LEARNER_DEPTH = 0
+USED: list[str] = []
 # True while the grader runs a check in its own process (minitransformer_grader.remote): the learner's code
 # runs in the sandbox, where the pieces to avoid are taken out of the package, so no sentinel is installed here.
-_REMOTE = False
+REMOTE = False
 
 
 def _resolve(target: str) -> tuple[Any, str, Any]:
@@ -55,9 +55,9 @@ def _resolve(target: str) -> tuple[Any, str, Any]:
 
 
 def _sentinel_call(label: str, real: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    if _LEARNER_DEPTH > 0:
-        _USED.append(label)
-        raise _ReferenceUsed(label)
+    if LEARNER_DEPTH > 0:
+        USED.append(label)
+        raise ReferenceUsed(label)
     return real(*args, **kwargs)
 
 
@@ -132,13 +132,13 @@ def _learner_globals(args: Sequence[Any]) -> list[dict[str, Any]]:
     return spaces
 
 
-def _isolated(check: _Check | None = None, *, avoid: Sequence[str] = (), serve: Sequence[str] = ()) -> Any:
+def isolated(check: _Check | None = None, *, avoid: Sequence[str] = (), serve: Sequence[str] = ()) -> Any:
     """Run a check without gradients and without touching the caller's random generators.
 
     ``avoid`` names the package's (or PyTorch's) versions of the piece the task asks for, as
     ``"module:name"``. While the check runs they fail when the learner's code calls them, however
     they were imported, and the check then fails with a message that names its task. Use as
-    ``@_isolated`` or ``@_isolated(avoid=[...])``.
+    ``@isolated`` or ``@isolated(avoid=[...])``.
 
     ``serve`` names pieces that another task of the same exercise takes out of the grading sandbox
     but that the code this check hands to the learner needs (the package's model builds its target
@@ -150,18 +150,18 @@ def _isolated(check: _Check | None = None, *, avoid: Sequence[str] = (), serve: 
         @functools.wraps(check)
         def wrapper(*args: Any, **kwargs: Any) -> None:
             __tracebackhide__ = True  # IPython leaves the checker's own frames out of tracebacks
-            del _USED[:]
+            del USED[:]
             try:
                 with torch.random.fork_rng(devices=[]), torch.no_grad(), \
-                        _sentinels(() if _REMOTE else avoid, () if _REMOTE else _learner_globals(args)):
+                        _sentinels(() if REMOTE else avoid, () if REMOTE else _learner_globals(args)):
                     check(*args, **kwargs)
-            except _ReferenceUsed:
+            except ReferenceUsed:
                 pass
             except AssertionError as err:  # the check's verdict: a notebook shows its message, not the check's code
                 _show_without_the_checks(err)
                 raise
             finally:
-                used, _USED[:] = sorted(set(_USED)), []
+                used, USED[:] = sorted(set(USED)), []
             if used:
                 task = kwargs.get("task")
                 raise _show_without_the_checks(AssertionError(
@@ -212,7 +212,7 @@ def _show_without_the_checks(err: AssertionError) -> AssertionError:
     """
     def render() -> list[str]:
         saved = (err.__traceback__, err.__cause__, err.__suppress_context__)
-        learner = err.__cause__  # the learner's own error (see _call), past the checks' re-raised ones
+        learner = err.__cause__  # the learner's own error (see call_learner), past the checks' re-raised ones
         seen: set[int] = set()
         while learner is not None and _without_the_checks(learner.__traceback__) is None and id(learner) not in seen:
             seen.add(id(learner))
@@ -243,92 +243,92 @@ def _show_without_the_checks(err: AssertionError) -> AssertionError:
     return err
 
 
-def _passed(task: int | str | None, summary: str) -> None:
+def report_passed(task: int | str | None, summary: str) -> None:
     print(f"✓ Task {task} passed: {summary}" if task is not None else f"✓ passed: {summary}")
 
 
-def _shape(t: Tensor | torch.Size | Sequence[int]) -> str:
+def shape_text(t: Tensor | torch.Size | Sequence[int]) -> str:
     dims = tuple(t.shape) if isinstance(t, Tensor) else tuple(t)
     return "(" + ", ".join(str(d) for d in dims) + ")"
 
 
-def _describe(x: Any) -> str:
+def describe(x: Any) -> str:
     if isinstance(x, Tensor):
-        return f"a {str(x.dtype).replace('torch.', '')} tensor {_shape(x)}"
+        return f"a {str(x.dtype).replace('torch.', '')} tensor {shape_text(x)}"
     return repr(x)
 
 
-def _name(fn: Any) -> str:
+def callable_name(fn: Any) -> str:
     return getattr(fn, "__name__", type(fn).__name__)
 
 
-def _call_text(fn: Any, *args: Any, names: Sequence[str] = ()) -> str:
+def call_text(fn: Any, *args: Any, names: Sequence[str] = ()) -> str:
     """``my_attention(query (2, 4, 8), key (2, 4, 8), ...)``: the call, with shapes instead of numbers."""
-    parts = [f"{n} {_shape(a)}" if isinstance(a, Tensor) and n else _describe(a)
+    parts = [f"{n} {shape_text(a)}" if isinstance(a, Tensor) and n else describe(a)
              for a, n in zip(args, [*names, *[""] * len(args)])]
-    return f"{_name(fn)}(" + ", ".join(parts) + ")"
+    return f"{callable_name(fn)}(" + ", ".join(parts) + ")"
 
 
-def _call(fn: Callable[..., Any], *args: Any, text: str | None = None) -> Any:
+def call_learner(fn: Callable[..., Any], *args: Any, text: str | None = None) -> Any:
     """Call the learner's code; any error other than NotImplementedError becomes an explained AssertionError."""
     __tracebackhide__ = True
-    global _LEARNER_DEPTH
-    _LEARNER_DEPTH += 1
+    global LEARNER_DEPTH
+    LEARNER_DEPTH += 1
     try:
         return fn(*args)
     except NotImplementedError:
         raise
     except Exception as err:  # the learner's bug: say which call raised it
-        raise AssertionError(f"{text or _call_text(fn, *args)} raised {type(err).__name__}: {err}") from err
+        raise AssertionError(f"{text or call_text(fn, *args)} raised {type(err).__name__}: {err}") from err
     finally:
-        _LEARNER_DEPTH -= 1
+        LEARNER_DEPTH -= 1
 
 
-def _build(cls: type[nn.Module], *args: Any) -> nn.Module:
+def build_learner(cls: type[nn.Module], *args: Any) -> nn.Module:
     __tracebackhide__ = True
-    module = _call(cls, *args, text=_call_text(cls, *args))
+    module = call_learner(cls, *args, text=call_text(cls, *args))
     if not isinstance(module, nn.Module):
-        raise AssertionError(f"{_call_text(cls, *args)} built a {type(module).__name__}; expected a subclass of nn.Module")
+        raise AssertionError(f"{call_text(cls, *args)} built a {type(module).__name__}; expected a subclass of nn.Module")
     return module.eval()  # dropout off: the checks compare exact numbers
 
 
-def _rng() -> torch.Generator:
-    return torch.Generator().manual_seed(_SEED)
+def make_rng() -> torch.Generator:
+    return torch.Generator().manual_seed(SEED)
 
 
-def _rand(g: torch.Generator, *shape: int, scale: float = 1.0) -> Tensor:
+def random_tensor(g: torch.Generator, *shape: int, scale: float = 1.0) -> Tensor:
     return torch.randn(*shape, generator=g) * scale
 
 
 @torch.no_grad()
-def _fill_parameters(module: nn.Module, g: torch.Generator, scale: float = 0.5) -> None:
+def fill_parameters(module: nn.Module, g: torch.Generator, scale: float = 0.5) -> None:
     """Random values for every parameter, biases and LayerNorm gains included, so each one matters."""
     for name, p in module.named_parameters():
         if re.search(r"norm\d*\.weight$", name):  # LayerNorm gains stay near 1
-            p.copy_(1.0 + _rand(g, *p.shape, scale=0.3))
+            p.copy_(1.0 + random_tensor(g, *p.shape, scale=0.3))
         else:
-            p.copy_(_rand(g, *p.shape, scale=scale / math.sqrt(p.size(-1)) if p.dim() > 1 else scale))
+            p.copy_(random_tensor(g, *p.shape, scale=scale / math.sqrt(p.size(-1)) if p.dim() > 1 else scale))
 
 
-def _close(a: Tensor, b: Tensor, atol: float, rtol: float) -> bool:
+def all_close(a: Tensor, b: Tensor, atol: float, rtol: float) -> bool:
     return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=atol, rtol=rtol, equal_nan=True)
 
 
-def _expect_tensor(x: Any, text: str, wanted: str) -> Tensor:
+def expect_tensor(x: Any, text: str, wanted: str) -> Tensor:
     __tracebackhide__ = True
     if not isinstance(x, Tensor):
         raise AssertionError(f"{text} returned {type(x).__name__}; expected a torch.Tensor {wanted}")
     return x
 
 
-def _expect_shape(x: Tensor, shape: Sequence[int], text: str, what: str, hints: dict[tuple[int, ...], str] | None = None) -> None:
+def expect_shape(x: Tensor, shape: Sequence[int], text: str, what: str, hints: dict[tuple[int, ...], str] | None = None) -> None:
     __tracebackhide__ = True
     if tuple(x.shape) != tuple(shape):
         hint = (hints or {}).get(tuple(x.shape), "")
-        raise AssertionError(f"{text}: the {what} has shape {_shape(x)} but expected {_shape(shape)}." + (f" {hint}" if hint else ""))
+        raise AssertionError(f"{text}: the {what} has shape {shape_text(x)} but expected {shape_text(shape)}." + (f" {hint}" if hint else ""))
 
 
-def _expect_bool(x: Tensor, text: str) -> None:
+def expect_bool(x: Tensor, text: str) -> None:
     __tracebackhide__ = True
     if x.dtype != torch.bool:
         raise AssertionError(
@@ -346,7 +346,7 @@ def _first_difference(given: Tensor, expected: Tensor, atol: float, rtol: float)
             f"({n_bad} of {given.numel()} values differ)")
 
 
-def _known_mistake(given: Tensor, mistakes: Sequence[tuple[str, Callable[[], Tensor | None]]],
+def known_mistake(given: Tensor, mistakes: Sequence[tuple[str, Callable[[], Tensor | None]]],
                    atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
     """The hint of the first known mistake whose result ``given`` matches, or None."""
     for hint, wrong in mistakes:
@@ -354,20 +354,20 @@ def _known_mistake(given: Tensor, mistakes: Sequence[tuple[str, Callable[[], Ten
             candidate = wrong()
         except Exception:  # a mistake that does not apply to these shapes
             continue
-        if candidate is not None and _close(given, candidate, atol, rtol):
+        if candidate is not None and all_close(given, candidate, atol, rtol):
             return hint
     return None
 
 
-def _compare(given: Tensor, expected: Tensor, text: str, what: str,
+def compare(given: Tensor, expected: Tensor, text: str, what: str,
              mistakes: Sequence[tuple[str, Callable[[], Tensor | None]]] = (), atol: float = 1e-5,
              rtol: float = 1e-4, fallback: Callable[[], str | None] | None = None) -> None:
     """Raise unless ``given`` matches ``expected``; name the mistake when ``given`` matches a known wrong version."""
     __tracebackhide__ = True
-    _expect_shape(given, expected.shape, text, what)
-    if _close(given, expected, atol, rtol):
+    expect_shape(given, expected.shape, text, what)
+    if all_close(given, expected, atol, rtol):
         return
-    hint = _known_mistake(given, mistakes, atol, rtol)
+    hint = known_mistake(given, mistakes, atol, rtol)
     if hint is not None:
         raise AssertionError(f"{text}: wrong {what}. {hint}")
     extra = fallback() if fallback is not None else None
@@ -375,7 +375,7 @@ def _compare(given: Tensor, expected: Tensor, text: str, what: str,
                          f"{_first_difference(given, expected, atol, rtol)}." + (f" {extra}" if extra else ""))
 
 
-def _linear_like(module: nn.Module, name: str, in_features: int, out_features: int, owner: str) -> nn.Module:
+def linear_like(module: nn.Module, name: str, in_features: int, out_features: int, owner: str) -> nn.Module:
     """The learner's ``owner.name``, checked to be an ``nn.Linear(in_features, out_features)`` with a bias."""
     __tracebackhide__ = True
     layer = getattr(module, name, None)
@@ -388,44 +388,44 @@ def _linear_like(module: nn.Module, name: str, in_features: int, out_features: i
     if tuple(weight.shape) != (out_features, in_features):
         hint = " (nn.Linear(in, out) stores its weight as (out, in): are in and out swapped?)" \
             if tuple(weight.shape) == (in_features, out_features) else ""
-        raise AssertionError(f"{owner}.{name}.weight has shape {_shape(weight)} but {wanted} has "
-                             f"{_shape((out_features, in_features))}{hint}")
+        raise AssertionError(f"{owner}.{name}.weight has shape {shape_text(weight)} but {wanted} has "
+                             f"{shape_text((out_features, in_features))}{hint}")
     if not isinstance(bias, Tensor) or tuple(bias.shape) != (out_features,):
         raise AssertionError(f"{owner}.{name} must have a bias of shape ({out_features},) like {wanted} "
                              "(the paper's projections have one): drop bias=False")
     return layer
 
 
-def _first_output(out: Any) -> Any:
+def first_output(out: Any) -> Any:
     """A module may return its output alone or ``(output, weights)`` like the package; take the output."""
     return out[0] if isinstance(out, (tuple, list)) and len(out) > 0 else out
 
 
-def _copy_linear(target: nn.Module, source: nn.Linear) -> None:
+def copy_linear(target: nn.Module, source: nn.Linear) -> None:
     target.weight.copy_(source.weight)  # type: ignore[operator]
     target.bias.copy_(source.bias)  # type: ignore[operator,union-attr]
 
 
-def _as_number(x: Any, text: str, wanted: str = "a number") -> float:
+def as_number(x: Any, text: str, wanted: str = "a number") -> float:
     """A Python float from the learner's int, float or one-element tensor."""
     __tracebackhide__ = True
     if isinstance(x, Tensor) and x.numel() == 1:
         return float(x.item())
     if isinstance(x, (int, float)) and not isinstance(x, bool):
         return float(x)
-    raise AssertionError(f"{text} returned {_describe(x)}; expected {wanted}")
+    raise AssertionError(f"{text} returned {describe(x)}; expected {wanted}")
 
 
-def _pair(result: Any, text: str, names: str) -> tuple[Any, Any]:
+def split_pair(result: Any, text: str, names: str) -> tuple[Any, Any]:
     """The two elements of a returned pair, or an explained AssertionError."""
     __tracebackhide__ = True
     if isinstance(result, Tensor) or not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise AssertionError(f"{text} returned {_describe(result)}; expected a pair ({names})")
+        raise AssertionError(f"{text} returned {describe(result)}; expected a pair ({names})")
     return result[0], result[1]
 
 
 @torch.no_grad()
-def _decoding_model(seed: int) -> Transformer:
+def decoding_model(seed: int) -> Transformer:
     """A small random model whose greedy outputs depend on the source (tokens 0-3 are pad, bos, eos, unk)."""
     torch.manual_seed(seed)
     # Xavier: the random draws (and so the check's cases) stay those the check was written with.
