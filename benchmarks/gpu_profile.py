@@ -6,16 +6,22 @@ Usage:
         --data-dir DIR --out /tmp/profile                       # the same code path on a CPU, under a minute
 
 On a CUDA GPU it
+0. runs a smoke step: a small model compiled, in bf16 with fused Adam, so that a broken
+   compiler or driver fails in the first minute instead of after the comparison;
 1. times a training step of our Transformer and of torch.nn.Transformer holding the same
    weights, at the same shapes, batch and precision, eager and compiled (the ratio of
    tokens per second, ours / theirs);
 2. trains the model with the package's own training run (``minitransformer.train``): bf16
    autocast, torch.compile, fused Adam, until the recipe's epochs or the time left of
-   --time-budget (minus --reserve for the final evaluation) runs out;
+   --time-budget (minus --reserve for the final evaluation) runs out. The warm-up is shaped to
+   that time: a tenth of the steps the comparison's speed predicts, at most the recipe's (the
+   paper's 4,000 are for 100,000 steps; a 5-minute run would end inside them);
 3. scores the test split (Multi30k test2016) with sacreBLEU on detokenized output, its
    default 13a tokenizer, greedy and beam 4 (length penalty 0.6);
 4. writes ``<out>/<gpu name>.json`` (every figure, the loss curve, the date and the command)
-   and ``<out>/<gpu name>-loss.png``, and prints a short table last.
+   and ``<out>/<gpu name>-loss.png``, and prints a short table last. After each phase the
+   figures so far go to ``<out>/<gpu name>.partial.json``, so a run cut short still returns
+   what it measured.
 
 Throughput is the median over the run's log intervals (the first two, which hold the
 compilation, left out); MFU counts model FLOPs as in the PaLM paper's appendix (see
@@ -26,6 +32,7 @@ the table. On a CPU nothing is compiled or in bf16 unless asked, and MFU is unkn
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import statistics
@@ -40,7 +47,7 @@ from typing import Any
 import torch
 
 from benchmarks.harness import (compare_with_torch, device_name, mfu, peak_memory, peak_tflops, reset_peak_memory,
-                                stack_parameters, synthetic_batches, training_flops)
+                                stack_parameters, synthetic_batches, time_training_steps, training_flops)
 from minitransformer import Transformer, TransformerConfig, get_device, set_seed
 from minitransformer.evaluation import bleu_signature
 from minitransformer.profile_results import SCHEMA, format_result_table, result_path
@@ -67,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train-size", type=int, help="use only the first N training pairs")
     p.add_argument("--eval-sentences", type=int, help="sentences translated for validation and test (default: all)")
     p.add_argument("--batch-tokens", type=int, help="token budget of each side of a batch (default: the recipe's)")
-    p.add_argument("--warmup", type=int, help="warm-up steps (default: the recipe's)")
+    p.add_argument("--warmup", type=int, help="warm-up steps (default: a tenth of the steps the time budget "
+                   "allows at the measured speed, at most the recipe's)")
     p.add_argument("--lr-factor", type=float, help="factor of the learning-rate schedule (default: the recipe's)")
     p.add_argument("--device", default="auto", help="auto, cuda, cpu (default: auto)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
@@ -126,6 +134,53 @@ def compare(config: TransformerConfig, batch_tokens: int, length: int, steps: in
     return out
 
 
+def smoke(config: TransformerConfig, device: torch.device, bf16: bool, compiled: bool) -> dict[str, Any]:
+    """One compiled bf16 step of a small model with the run's vocabulary: the tool chain works, or fails early."""
+    small = dataclasses.replace(config, d_model=64, n_heads=2, d_ff=128, n_encoder_layers=1, n_decoder_layers=1)
+    set_seed(0)
+    model: torch.nn.Module = Transformer(small).to(device)
+    if compiled:
+        model = torch.compile(model)
+    start = time.perf_counter()
+    timing = time_training_steps(model, synthetic_batches(small.src_vocab_size, 512, 16, count=1,
+                                                          pad_id=small.pad_id),
+                                 device, bf16=bf16, steps=2, warmup=1, pad_id=small.pad_id)
+    if compiled:
+        torch._dynamo.reset()
+    seconds = time.perf_counter() - start
+    print(f"smoke step: {'compiled, ' if compiled else ''}{'bf16' if bf16 else 'fp32'}, {seconds:.1f} s", flush=True)
+    return {"seconds": seconds, "compiled": compiled, "bf16": bf16, "seconds_per_step": timing.seconds_per_step}
+
+
+def budget_warmup(seconds: float, seconds_per_step: float, recipe_warmup: int, max_steps: int | None) -> dict:
+    """The warm-up for a run of ``seconds`` at ``seconds_per_step``: a tenth of its steps, 50 to the recipe's."""
+    expected = int(seconds / seconds_per_step)
+    if max_steps is not None:
+        expected = min(expected, max_steps)
+    return {"expected_steps": expected, "warmup": max(1, min(recipe_warmup, max(50, expected // 10))),
+            "rule": "a tenth of the expected steps, at least 50, at most the recipe's",
+            "recipe_warmup": recipe_warmup}
+
+
+def write_partial(path: Path, record: dict[str, Any]) -> None:
+    """The figures measured so far, rewritten whole after every phase."""
+    atomic_write(path, lambda f: f.write(json.dumps(record, indent=1).encode("utf-8")))
+
+
+def decoding_seconds(records: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Seconds spent on the greedy and the beam translations of the test split, from the log's times."""
+    events = [r["event"] for r in records]
+    out: dict[str, float | None] = {"greedy_seconds": None, "beam4_seconds": None}
+    for split in ("test", "validation"):
+        if f"{split}_beam" in events:
+            end = events.index(f"{split}_beam")
+            greedy = events.index(split)
+            out["beam4_seconds"] = records[end]["time"] - records[greedy]["time"]
+            out["greedy_seconds"] = records[greedy]["time"] - records[greedy - 1]["time"]
+            break
+    return out
+
+
 def training_throughput(records: list[dict[str, Any]]) -> tuple[float, float]:
     """Median all-token and target-token rates of the log's intervals, the first two (compilation) left out."""
     rates = [r for r in records if r.get("event") == "train" and "tgt_tokens_per_s" in r]
@@ -164,19 +219,45 @@ def main(argv: Sequence[str] | None = None) -> int:
           flush=True)
 
     config = options.model_config(options.vocab_size or 8000)
+    slug_path = result_path(args.out, name)
+    slug_path.parent.mkdir(parents=True, exist_ok=True)
+    partial_path = slug_path.with_name(slug_path.stem + ".partial.json")
+    command = shlex.join(["python", "-m", "benchmarks.gpu_profile", *(argv if argv is not None else sys.argv[1:])])
+    partial: dict[str, Any] = {
+        "schema": SCHEMA, "complete": False,
+        "device": {"name": name, "type": device.type, "peak_bf16_tflops": peak, "torch": torch.__version__,
+                   "cuda": torch.version.cuda if cuda else None},
+        "run": {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": command,
+                "git_commit": _git_commit(), "time_budget": args.time_budget}}
+    write_partial(partial_path, partial)
+    partial["smoke"] = smoke(config, device, bf16, compiled)
+    write_partial(partial_path, partial)
+
     batch_tokens = options.batch_tokens or 4096
     steps = args.compare_steps or (30 if cuda else 3)
     comparison = compare(config, batch_tokens, args.compare_length, steps, device, bf16, compiled, peak)
+    partial["comparison"] = comparison
+    write_partial(partial_path, partial)
 
     left = args.time_budget - (time.perf_counter() - started) - args.reserve
     if left < 30:
         print(f"warning: only {left:.0f} s of the budget are left for training", flush=True)
     options.time_budget = max(left, 1.0)
+    measured = comparison["compiled" if compiled else "eager"]["ours"]["seconds_per_step"]
+    schedule = budget_warmup(options.time_budget, measured, options.warmup, options.max_steps)
+    if args.warmup is None:
+        options.warmup = schedule["warmup"]
+    else:
+        schedule.update(warmup=args.warmup, rule="given by --warmup")
+    print(f"training for at most {options.time_budget:.0f} s: about {schedule['expected_steps']:,} steps at "
+          f"{measured:.3f} s a step, warm-up {options.warmup:,} ({schedule['rule']})", flush=True)
+    partial["schedule"] = schedule
+    write_partial(partial_path, partial)
     reset_peak_memory(device)
     trained = train(options)
     memory = peak_memory(device)
     if trained.interrupted:
-        print(f"interrupted: no result written (the run's checkpoint is in {trained.out})")
+        print(f"interrupted: no result written beyond {partial_path} (the run's checkpoint is in {trained.out})")
         return 130
 
     records = read_log(trained.out / "log.jsonl")
@@ -190,18 +271,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     split = "test" if any(r["event"] == "test" for r in records) else "validation"
     scale = 100.0 if metric == "exact_match" else 1.0
     test_record = next(r for r in records if r["event"] == split)
-    slug_path = result_path(args.out, name)
-    slug_path.parent.mkdir(parents=True, exist_ok=True)
     png = save_loss_plot(trained.out / "log.jsonl", slug_path.with_name(slug_path.stem + "-loss.png"))
     result = {
         "schema": SCHEMA,
-        "device": {"name": name, "type": device.type, "peak_bf16_tflops": peak, "torch": torch.__version__,
-                   "cuda": torch.version.cuda if cuda else None},
-        "run": {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "command": shlex.join(["python", "-m", "benchmarks.gpu_profile", *(argv if argv is not None
-                                                                                 else sys.argv[1:])]),
-                "git_commit": _git_commit(), "time_budget": args.time_budget,
-                "wall_seconds": time.perf_counter() - started},
+        "device": partial["device"],
+        "run": {**partial["run"], "wall_seconds": time.perf_counter() - started},
+        "smoke": partial["smoke"], "schedule": schedule,
         "model": {"preset": args.preset, "d_model": used.d_model, "n_heads": used.n_heads, "d_ff": used.d_ff,
                   "layers": used.n_encoder_layers, "dropout": used.dropout, "vocab_size": used.src_vocab_size,
                   "parameters": setup["parameters"], "encoder_parameters": enc, "decoder_parameters": dec},
@@ -215,11 +290,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "quality": {"metric": metric, "split": TEST_SPLITS[args.dataset] if split == "test" else split,
                     "sentences": test_record["n"], "greedy": scale * trained.metrics[f"{split}_{metric}"],
                     "beam4": scale * trained.metrics[f"{split}_{metric}_beam4"],
-                    "signature": quality_signature(metric)},
+                    **decoding_seconds(records), "signature": quality_signature(metric)},
         "comparison": comparison,
         "loss_curve": loss_curves(records),
     }
     path = atomic_write(slug_path, lambda f: f.write(json.dumps(result, indent=1).encode("utf-8")))
+    partial_path.unlink(missing_ok=True)
     print(f"\nwrote {path} and {png}\n")
     print(format_result_table(result))
     return 0

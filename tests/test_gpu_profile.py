@@ -125,6 +125,10 @@ def test_the_gpu_profile_command_runs_on_the_cpu_at_a_tiny_size(tmp_path: Path, 
     assert 0 <= result["quality"]["greedy"] <= 100 and 0 <= result["quality"]["beam4"] <= 100
     assert len(result["loss_curve"]["steps"]) == 20
     assert "--max-steps 20" in result["run"]["command"]
+    assert result["smoke"]["seconds"] > 0 and result["schedule"]["expected_steps"] <= 20
+    assert result["training"]["warmup"] == result["schedule"]["warmup"] == 50  # a tenth of 20 steps, at least 50
+    assert result["quality"]["beam4_seconds"] > 0 and result["quality"]["greedy_seconds"] > 0
+    assert not (tmp_path / "results" / "cpu.partial.json").exists()  # the whole result replaced it
     table = format_result_table(result)
     assert printed.rstrip().endswith(table.splitlines()[-1])  # the table comes last
     assert "MFU" in table and "unknown (no peak for this device)" in table
@@ -181,3 +185,27 @@ def test_the_result_reader_rejects_other_files(tmp_path: Path) -> None:
     path.write_text(json.dumps({**_result(), "schema": 99}), encoding="utf-8")
     with pytest.raises(ValueError, match="layout version 99"):
         load_result(path)
+
+
+def test_the_warm_up_is_shaped_to_the_time_budget() -> None:
+    # 300 s at 0.02 s a step: 15,000 steps, warm-up 1,500 (a tenth), under the recipe's 4,000.
+    assert gpu_profile.budget_warmup(300, 0.02, 4000, None)["warmup"] == 1500
+    assert gpu_profile.budget_warmup(300, 0.002, 4000, None)["warmup"] == 4000  # never above the recipe's
+    assert gpu_profile.budget_warmup(300, 1.0, 4000, None)["warmup"] == 50  # never below 50
+    assert gpu_profile.budget_warmup(300, 0.02, 4000, 2000)["expected_steps"] == 2000
+
+
+def test_a_run_cut_short_leaves_what_it_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def cut(options: TrainOptions) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gpu_profile, "train", cut)
+    argv = ["--preset", "tiny", "--dataset", "dates", "--train-size", "100", "--batch-tokens", "400",
+            "--compare-length", "8", "--compare-steps", "1", "--run-dir", str(tmp_path / "run"),
+            "--out", str(tmp_path / "results")]
+    with pytest.raises(KeyboardInterrupt):
+        gpu_profile.main(argv)
+    partial = json.loads((tmp_path / "results" / "cpu.partial.json").read_text(encoding="utf-8"))
+    assert partial["complete"] is False and partial["comparison"]["eager"]["ratio"] > 0
+    assert partial["smoke"]["seconds"] > 0 and partial["schedule"]["warmup"] >= 1
+    assert find_results(tmp_path / "results") == []  # no whole result claimed
