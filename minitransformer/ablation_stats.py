@@ -29,7 +29,8 @@ from scipy import stats
 ALPHA = 0.05
 #: The confidence level of the intervals.
 CONFIDENCE = 0.95
-METRICS = ("ppl", "bleu")
+#: The final figures of each ablation job that the verdicts compare.
+SCORES = ("ppl", "bleu")
 
 
 def _by_seed(runs: list[dict[str, Any]], name: str, metric: str) -> dict[int, float | None]:
@@ -49,8 +50,8 @@ def paired_difference(runs: list[dict[str, Any]], name: str, reference: str, met
         ``p`` (two-sided paired t-test; None below 2 seeds or with a zero spread and mean),
         ``diverged`` (seeds where the variant diverged), ``scale`` ("log ratio" or "points").
     """
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    if metric not in SCORES:
+        raise ValueError(f"metric must be one of {SCORES}, got {metric!r}")
     ours, theirs = _by_seed(runs, name, metric), _by_seed(runs, reference, metric)
     seeds = sorted(set(ours) & set(theirs))
     diverged = [s for s in seeds if ours[s] is None or (metric == "ppl" and not math.isfinite(ours[s]))]
@@ -132,7 +133,7 @@ def analyse(report: dict[str, Any], alpha: float = ALPHA) -> dict[str, dict[str,
         if name == "baseline" or entry["compare_to"] not in summary:
             continue
         results[name] = {}
-        for metric in METRICS:
+        for metric in SCORES:
             result = paired_difference(runs, name, entry["compare_to"], metric)
             paper = VARIANTS[name].paper if name in VARIANTS and entry["compare_to"] == "baseline" else None
             result["paper"] = paper_change(paper, PAPER_BASE, metric)
@@ -179,5 +180,5 @@ def describe_paper(change: float | None, metric: str) -> str:
     return f"x {math.exp(change):.2f}" if metric == "ppl" else f"{change:+.1f}"
 
 
-__all__ = ["ALPHA", "CONFIDENCE", "METRICS", "PAPER_RESOLUTION", "analyse", "describe", "describe_paper", "holm",
+__all__ = ["ALPHA", "CONFIDENCE", "SCORES", "PAPER_RESOLUTION", "analyse", "describe", "describe_paper", "holm",
            "paired_difference", "paper_change"]

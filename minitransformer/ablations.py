@@ -35,7 +35,7 @@ from .evaluation import bleu, translate_sentences
 from .model import Transformer
 from .training.loss import label_smoothed_nll
 from .training.schedule import transformer_scheduler
-from .training.step import paper_adam, train_step
+from .training.step import diverged as loss_diverged, paper_adam, train_step
 from .utils import set_seed
 
 
@@ -394,7 +394,7 @@ def run_ablation(name: str, seed: int, size: AblationSize, data: AblationData,
                 since_nll, since_tokens = torch.zeros(()), 0
                 if progress is not None:
                     progress(step, mean)
-                if not math.isfinite(mean):
+                if loss_diverged(mean):
                     diverged = True
                     break
             if step % size.eval_every == 0 or step == total:

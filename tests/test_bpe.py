@@ -10,7 +10,7 @@ from tokenizers import trainers
 
 from minitransformer.data import SharedTokenizer, load_dates
 from minitransformer.data.bpe import apply_bpe, bpe_tokens, count_pairs, learn_bpe, merge_pair, pre_tokenize, word_counts
-from minitransformer.data.tokenizer import SPECIAL_TOKENS, _empty_tokenizer
+from minitransformer.data.tokenizer import SPECIAL_TOKENS, empty_tokenizer
 
 
 def _random_corpus(seed: int) -> list[str]:
@@ -33,7 +33,7 @@ CORPORA = {
 
 
 def _library_bpe(texts: list[str], min_frequency: int):
-    tok = _empty_tokenizer()  # the package's normalizer and pre-tokenizer
+    tok = empty_tokenizer()  # the package's normalizer and pre-tokenizer
     trainer = trainers.BpeTrainer(vocab_size=100_000, min_frequency=min_frequency,
                                   special_tokens=list(SPECIAL_TOKENS), show_progress=False)
     tok.train_from_iterator(texts, trainer=trainer)

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
-from .tokenizer import UNK, _empty_tokenizer
+from .tokenizer import UNK, empty_tokenizer
 
 __all__ = ["apply_bpe", "bpe_tokens", "count_pairs", "learn_bpe", "merge_pair", "pre_tokenize", "word_counts"]
 
@@ -48,7 +48,7 @@ def pre_tokenize(text: str) -> list[str]:
     """
     if not isinstance(text, str):
         raise TypeError(f"expected a sentence as a str, got {type(text).__name__}")
-    tok = _empty_tokenizer()
+    tok = empty_tokenizer()
     normalized = tok.normalizer.normalize_str(text)
     return [word for word, _ in tok.pre_tokenizer.pre_tokenize_str(normalized)]
 

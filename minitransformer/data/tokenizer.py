@@ -54,7 +54,8 @@ class CacheWarning(UserWarning):
     """A cache file could not be used and is being rebuilt."""
 
 
-def _empty_tokenizer() -> Tokenizer:
+def empty_tokenizer() -> Tokenizer:
+    """An untrained BPE tokenizer with the package's normalizer, pre-tokenizer and decoder."""
     tok = Tokenizer(models.BPE(unk_token=UNK))
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence(
@@ -127,7 +128,7 @@ class SharedTokenizer:
             raise ValueError("expected at least one sentence pair to train on, got none")
         # The trainer reserves about 72 bytes per vocabulary entry up front (a Rust panic if that fails).
         check_memory(72 * vocab_size, f"vocab_size={vocab_size:,} (the BPE trainer reserves ~72 bytes per entry)")
-        tok = _empty_tokenizer()
+        tok = empty_tokenizer()
         trainer = trainers.BpeTrainer(
             vocab_size=vocab_size,
             min_frequency=min_frequency,

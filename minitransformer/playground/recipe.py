@@ -20,14 +20,13 @@ import numpy as np
 from matplotlib.figure import Figure, SubFigure
 
 from ..ablation_report import curves, load_results
+from ..ablation_stats import SCORES
 from .controls import check_figure, figure_size
 
 __all__ = ["VariantComparison", "ablation_variants", "compare_variants", "draw_variant_comparison"]
 
 #: The two kinds of curve a job stores.
 CURVES = ("valid", "train")
-#: The final figures a job stores.
-METRICS = ("ppl", "bleu")
 
 
 def _report(results: dict[str, Any] | str | Path) -> dict[str, Any]:
@@ -94,8 +93,8 @@ def compare_variants(variant: str = "pre_ln", reference: str = "baseline", kind:
     """
     if kind not in CURVES:
         raise ValueError(f"kind must be one of {CURVES}, got {kind!r}")
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    if metric not in SCORES:
+        raise ValueError(f"metric must be one of {SCORES}, got {metric!r}")
     report = _report(results)
     known = ablation_variants(report)
     for name, role in ((variant, "variant"), (reference, "reference")):

@@ -33,8 +33,8 @@ from .distributed import (DistInfo, StopRequest, all_gather_objects, broadcast_o
                           init_distributed)
 from .cpu import duration
 from .options import CPU_RECIPES, TrainOptions
-from .runfolder import (_check_out_folder, _EarlierRun, _first_missing, _remove_empty_folders, _remove_partial_files,
-                        _restore_best, _set_aside_later, _what_was_saved)
+from .runfolder import (EarlierRun, check_out_folder, first_missing_folder, remove_empty_folders, remove_partial_files,
+                        restore_best, set_aside_later, what_was_saved)
 from .runlock import RunLock
 from .runlog import RunLog, loss_curves, read_log, trim_log
 from .schedule import transformer_scheduler
@@ -96,8 +96,8 @@ def train(options: TrainOptions) -> TrainResult:
     o = options.resolved()
     info, device = init_distributed(o.device)
     lock = RunLock(o.out or ".")
-    earlier = _EarlierRun(Path(o.out or "."))
-    created = _first_missing(Path(o.out or "."))  # folders this run makes: removed again if it fails empty
+    earlier = EarlierRun(Path(o.out or "."))
+    created = first_missing_folder(Path(o.out or "."))  # folders this run makes: removed again if it fails empty
     threads = torch.get_num_threads()  # the run picks its own (Trainer); the caller's comes back after
     failed = True
     try:
@@ -114,7 +114,7 @@ def train(options: TrainOptions) -> TrainResult:
     finally:
         lock.release()
         if failed and created is not None and info.is_main:
-            _remove_empty_folders(Path(o.out or "."), created)
+            remove_empty_folders(Path(o.out or "."), created)
         torch.set_num_threads(threads)
         cleanup_distributed()
 
@@ -138,10 +138,10 @@ def _lock(lock: RunLock, info: DistInfo) -> None:
 
 
 def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float,
-           earlier: _EarlierRun) -> TrainResult:
+           earlier: EarlierRun) -> TrainResult:
     out = Path(o.out or ".")
     if info.is_main:
-        for note in (earlier.recover(), _remove_partial_files(out)):
+        for note in (earlier.recover(), remove_partial_files(out)):
             if note:
                 _say(info, f"note: {note}")
     resumed = latest_checkpoint(out if o.resume == "auto" else o.resume) if o.resume else None
@@ -149,7 +149,7 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
     if checkpoint is not None:
         check_resumable(checkpoint, resumed or "")
         check_same_run(checkpoint, resumed or "")
-    note = _check_out_folder(o, out, resumed)
+    note = check_out_folder(o, out, resumed)
     if note:
         _say(info, f"note: {note}")
     set_seed(o.seed)
@@ -188,11 +188,11 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
     earlier.replacing = info.is_main and o.overwrite and not o.resume and earlier.set_aside() > 0
     if checkpoint is not None and resumed is not None and info.is_main:
         here = run_folder_of(resumed).resolve() == out.resolve()
-        notes = [_set_aside_later(out, checkpoint["step"])] if here else []
+        notes = [set_aside_later(out, checkpoint["step"])] if here else []
         for note in [*notes, *trim_log(out / "log.jsonl", checkpoint["step"] if here else None)]:
             if note:
                 _say(info, f"note: {note}")
-        if note := _restore_best(out, resumed, checkpoint):
+        if note := restore_best(out, resumed, checkpoint):
             _say(info, f"note: {note}")
     trainer.on_save = earlier.discard if earlier.replacing else None
     if o.compile:
@@ -222,7 +222,7 @@ def _train(o: TrainOptions, info: DistInfo, device: torch.device, started: float
             # Only when no signal handler could be set (not the main thread) or on a second Ctrl-C.
             if not stop.requested and not info.enabled:
                 trainer.save()
-            _say(info, _what_was_saved(out, trainer.step))
+            _say(info, what_was_saved(out, trainer.step))
             raise
     metrics = dict(trainer.metrics)
     if interrupted:

@@ -1,11 +1,11 @@
 """The folder a run writes into: what it may replace, and what it sets aside and puts back.
 
 A run writes its checkpoints, ``log.jsonl``, ``tokenizer.json``, ``loss.png`` and ``best.pt`` into
-one folder (``--out``), locked by :mod:`.runlock`. Before anything is written, :func:`_check_out_folder`
+one folder (``--out``), locked by :mod:`.runlock`. Before anything is written, :func:`check_out_folder`
 refuses a folder that holds files of another run or of no run; ``--overwrite`` sets an earlier run's
-files aside (:class:`_EarlierRun`) and deletes them only once the new run has written a checkpoint;
-a resumed run moves the files of later steps out of its way (:func:`_set_aside_later`) and repairs
-``best.pt`` (:func:`_restore_best`). Nothing here deletes a checkpoint that a run could still need.
+files aside (:class:`EarlierRun`) and deletes them only once the new run has written a checkpoint;
+a resumed run moves the files of later steps out of its way (:func:`set_aside_later`) and repairs
+``best.pt`` (:func:`restore_best`). Nothing here deletes a checkpoint that a run could still need.
 :mod:`.run` calls these while it builds and trains a run.
 """
 
@@ -60,7 +60,7 @@ def _started_without_checkpoint(out: Path, files: list[str]) -> bool:
             and not any(r.get("event") in ("checkpoint", "done") for r in records))
 
 
-def _check_out_folder(options: TrainOptions, out: Path, resumed: Path | None) -> str | None:
+def check_out_folder(options: TrainOptions, out: Path, resumed: Path | None) -> str | None:
     """Refuse to write where the run would change files that are not its own.
 
     A new run needs an empty folder, one of an earlier run with ``overwrite``, or any folder
@@ -102,7 +102,7 @@ def _check_out_folder(options: TrainOptions, out: Path, resumed: Path | None) ->
     return None
 
 
-class _EarlierRun:
+class EarlierRun:
     """The files of an earlier run that ``--overwrite`` replaces.
 
     They are moved into ``<out>/.replaced-run`` only once the new run has validated its
@@ -145,7 +145,7 @@ class _EarlierRun:
         self.replacing = False
 
 
-def _remove_partial_files(out: Path) -> str | None:
+def remove_partial_files(out: Path) -> str | None:
     """Delete the temporary ``.<name>.<random>.part`` files of writes cut short by a crash (we hold the lock)."""
     parts = [p for p in out.glob(".*.part") if p.is_file()]
     for part in parts:
@@ -153,7 +153,7 @@ def _remove_partial_files(out: Path) -> str | None:
     return f"removed {len(parts)} unfinished file(s) of an earlier write in {out}" if parts else None
 
 
-def _first_missing(folder: Path) -> Path | None:
+def first_missing_folder(folder: Path) -> Path | None:
     """The outermost folder of ``folder``'s path that does not exist yet (None: it exists)."""
     missing = None
     for path in [folder, *folder.parents]:
@@ -163,7 +163,7 @@ def _first_missing(folder: Path) -> Path | None:
     return missing
 
 
-def _remove_empty_folders(folder: Path, up_to: Path) -> None:
+def remove_empty_folders(folder: Path, up_to: Path) -> None:
     """Remove ``folder`` and its parents up to ``up_to`` while they are empty (a start that failed)."""
     for path in [folder, *folder.parents]:
         try:
@@ -174,7 +174,7 @@ def _remove_empty_folders(folder: Path, up_to: Path) -> None:
             return
 
 
-def _what_was_saved(out: Path, step: int) -> str:
+def what_was_saved(out: Path, step: int) -> str:
     """After a stop by a second Ctrl-C: which checkpoint holds the run now."""
     found = list_checkpoints(out)
     if not found:
@@ -194,7 +194,7 @@ def _stored_step(path: Path) -> int | None:
         return None
 
 
-def _set_aside_later(out: Path, step: int) -> str | None:
+def set_aside_later(out: Path, step: int) -> str | None:
     """Move what a run resumed from ``step`` replaces into ``<out>/.after-step-<step>/``.
 
     That is the checkpoints (and a ``best.pt``) of later steps, and, when the log holds
@@ -225,7 +225,7 @@ def _set_aside_later(out: Path, step: int) -> str | None:
     return f"resuming from step {step}: moved {' and '.join(what)} to {folder}"
 
 
-def _restore_best(out: Path, resumed: Path, checkpoint: dict[str, Any]) -> str | None:
+def restore_best(out: Path, resumed: Path, checkpoint: dict[str, Any]) -> str | None:
     """Copy the best checkpoint to ``best.pt`` again if ``best.pt`` does not hold it.
 
     A run killed while copying its best checkpoint leaves no (or an older) ``best.pt``.

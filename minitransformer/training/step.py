@@ -1,4 +1,5 @@
-"""One training step and the paper's Adam (lesson 07): what the trainer, the ablations and the benchmarks share."""
+"""One training step, the paper's Adam and the divergence test (lesson 07): what the trainer, the ablations and
+the benchmarks share."""
 
 from __future__ import annotations
 
@@ -22,6 +23,14 @@ def paper_adam(parameters: Iterable[nn.Parameter], device: torch.device, lr: flo
     """
     fast = {"fused": True} if device.type == "cuda" else {"foreach": True}
     return torch.optim.Adam(parameters, lr=lr, betas=(0.9, 0.98), eps=1e-9, **fast)
+
+
+def diverged(loss: Tensor | float, grad_norm: Tensor | None = None) -> bool:
+    """True when the loss (or the gradient norm) is NaN or infinite: training has diverged."""
+    bad = ~torch.isfinite(loss if isinstance(loss, Tensor) else torch.tensor(loss, dtype=torch.float64))
+    if grad_norm is not None:
+        bad = bad | ~torch.isfinite(grad_norm)
+    return bool(bad)  # one synchronisation with the device
 
 
 Context = Callable[[], contextlib.AbstractContextManager]

@@ -41,7 +41,7 @@ from .checkpoint_files import BEST, checkpoint_path, list_checkpoints
 from .corpus import IdPairs, Pairs
 from .distributed import DistInfo, StopRequest, all_gather_objects, all_reduce_sum, barrier
 from .loss import label_smoothed_nll
-from .step import train_step
+from .step import diverged, train_step
 from .cpu import SLOW_RUN_SECONDS, CpuEstimate, SlowRunError, choose_threads, estimate_cpu_run, slow_run_message
 from .options import TrainOptions
 from .runlog import RunLog
@@ -214,10 +214,7 @@ class Trainer:
         The newest checkpoint then still holds the last finite weights. All processes agree
         (one flag summed over them), so that they stop at the same step.
         """
-        bad = ~torch.isfinite(loss)
-        if self.grad_norm is not None:
-            bad = bad | ~torch.isfinite(self.grad_norm)
-        flag = float(bad)  # one synchronisation per step
+        flag = float(diverged(loss, self.grad_norm))
         if self.info.enabled:
             (flag,) = all_reduce_sum([flag], self.info, self.device)
         if not flag:
