@@ -32,6 +32,16 @@ def test_excerpt_when_the_folder_is_empty(tmp_path: Path, monkeypatch: pytest.Mo
     assert load_tiny_shakespeare(download=False).is_excerpt
 
 
+def test_the_excerpt_ships_as_package_data() -> None:
+    """pyproject.toml's package-data names the excerpt, so a wheel holds it (pip wheel . and look inside)."""
+    import fnmatch
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["minitransformer.data"]
+    assert any(fnmatch.fnmatch(shakespeare.EXCERPT, p) for p in patterns)
+
+
 def test_no_fallback_raises_with_the_places_looked_at(tmp_path: Path):
     with pytest.raises(FileNotFoundError, match="MINITRANSFORMER_DATA_DIR") as info:
         load_tiny_shakespeare(tmp_path, download=False, fallback=False)

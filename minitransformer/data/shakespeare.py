@@ -21,6 +21,7 @@ import os
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from typing import BinaryIO
 
@@ -28,7 +29,6 @@ import torch
 from torch import Tensor
 
 from ..utils import atomic_write
-from ._shakespeare_excerpt import EXCERPT
 from .multi30k import ChecksumError, sha256_of
 from .text import user_cache_dir
 
@@ -36,6 +36,8 @@ URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshake
 SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 ENV_VAR = "MINITRANSFORMER_DATA_DIR"
 FILE_NAME = "input.txt"
+#: The fallback: a few famous speeches (public domain), about 5 KB, enough to learn spelling and verse.
+EXCERPT = "shakespeare_excerpt.txt"
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ def load_tiny_shakespeare(data_dir: str | Path | None = None, download: bool = T
         except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
             reason = f"download from {URL} failed: {error}"
     if fallback:
-        return Corpus(EXCERPT, "built-in excerpt")
+        return Corpus(files(__package__).joinpath(EXCERPT).read_text(encoding="utf-8"), "built-in excerpt")
     raise FileNotFoundError(
         f"Tiny Shakespeare not found (looked for {', '.join(str(p) for p in candidates)}; {reason}). Download "
         f"{URL} and pass data_dir=<its folder> or set {ENV_VAR}=<its folder>"
