@@ -15,6 +15,10 @@ distribution, ``grader/`` in the repository) runs these same functions on submit
 
 from __future__ import annotations
 
+from .debugging import (check_fault, check_fixed_attention, check_fixed_bleu, check_fixed_encoder_layer,
+                        check_fixed_lm_loss, check_fixed_multi_head, check_fixed_paired_interval,
+                        check_fixed_positional_encoding, check_fixed_skipgram_step, check_fixed_smoothed_loss,
+                        check_fixed_teacher_forcing)
 from .lesson00 import check_additive_scores, check_alignment_and_context, check_layers_to_connect
 from .lesson01 import (check_bpe_merges, check_one_hot_embedding, check_scaled_embedding, check_skipgram_gradients,
                        check_tied_output)
@@ -48,7 +52,18 @@ __all__ = [
     "check_decoder_only_logits",
     "check_encoder_layer",
     "check_family_choice",
+    "check_fault",
     "check_feed_forward",
+    "check_fixed_attention",
+    "check_fixed_bleu",
+    "check_fixed_encoder_layer",
+    "check_fixed_lm_loss",
+    "check_fixed_multi_head",
+    "check_fixed_paired_interval",
+    "check_fixed_positional_encoding",
+    "check_fixed_skipgram_step",
+    "check_fixed_smoothed_loss",
+    "check_fixed_teacher_forcing",
     "check_greedy_decode",
     "check_label_smoothing_target",
     "check_layer_norm",
