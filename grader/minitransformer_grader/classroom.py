@@ -166,7 +166,7 @@ def _atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -300,7 +300,7 @@ def refused_report(path: Path, student: str, why: str, refs: dict[str, dict[str,
     name, _ = identify(None, path, refs, exercise)
     report = Report(path=str(path), student=student, exercise=name, error=f"not graded: {why}")
     report.tasks = zero_tasks(refs.get(name) if name else None, report.error)
-    return report
+    return report.clean()
 
 
 def _grade_one(path: Path, student: str, refs: dict[str, dict[str, Any]], packages: dict[Any, Any],
@@ -407,6 +407,9 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m minitransformer_grader [grade] PATH ...`` or ``... make-exercises``: see ``--help``."""
     argv = list(argv if argv is not None else sys.argv[1:])
+    for stream in (sys.stdout, sys.stderr):  # a terminal or pipe that cannot show a name gets it escaped
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     if argv[:1] == ["make-exercises"]:
         from .generate import main as make
 

@@ -26,6 +26,25 @@ _MARKERS = (HIDDEN_BEGIN, HIDDEN_END)
 __all__ = ["Report", "TaskResult", "grade_notebook", "identify", "load_references"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Control characters (but newline and tab), bidi overrides and lone surrogates: escaped in every report.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # a byte of a name that is not UTF-8 (os.fsdecode's surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: Any, limit: int = 2000) -> str:
+    """``text`` as a report may hold it: control characters, bidi overrides and surrogates escaped, at most
+    ``limit`` characters (and a note of how many were cut). Every text from a submission goes through it."""
+    text = text if isinstance(text, str) else str(text)
+    kept = _UNPRINTABLE.sub(_escape, text[:limit])
+    if len(text) <= limit and len(kept) <= limit:
+        return kept
+    return kept[:limit] + f"… (cut: {len(text):,} characters in all)"
 
 
 class NoSandbox(RuntimeError):
@@ -88,6 +107,16 @@ class Report:
         if self.error:
             lines.append(f"  error: {self.error}")
         return "\n".join(lines)
+
+    def clean(self) -> Report:
+        """Every text made printable and bounded (:func:`printable`): a report then survives any string."""
+        self.path, self.student = printable(self.path, 1000), printable(self.student, 200)
+        self.error = printable(self.error) if self.error else self.error
+        self.notes = [printable(n, 1000) for n in self.notes[:40]]
+        self.output = printable(self.output, 40_000)
+        for t in self.tasks:
+            t.grade_id, t.title, t.message = printable(t.grade_id, 100), printable(t.title, 200), printable(t.message)
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for the JSON file."""
@@ -197,11 +226,16 @@ def _plan(nb: Any, ref: dict[str, Any], notes: list[str]) -> list[dict[str, Any]
     cells: list[dict[str, Any]] = []
     placed: set[str] = set()
     code_number = 0
-    for cell in nb.cells:
+    # A check cell that appears twice (copied above its function, say) runs where it appears last.
+    last = {_grade_id(c): i for i, c in enumerate(nb.cells) if c.cell_type == "code" and _grade_id(c) in tasks}
+    for position, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
         code_number += 1
         grade_id = _grade_id(cell)
+        if grade_id in tasks and last[grade_id] != position:
+            notes.append(f"check cell {grade_id} appears more than once; only its last copy was run")
+            continue
         if grade_id in tasks and grade_id not in placed:
             task = tasks[grade_id]
             plain = "\n".join(ln for ln in cell.source.split("\n") if ln.strip() not in _MARKERS)
@@ -280,7 +314,7 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
     if report.error:
         report.tasks = zero_tasks(ref, report.error)
         report.seconds = time.perf_counter() - start
-        return report
+        return report.clean()
     assert nb is not None and ref is not None
     if how == "content":
         report.notes.append(f"matched to exercise {name} by the names it defines")
@@ -310,7 +344,7 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
         for t in report.tasks:
             t.score = 0.0
     report.seconds = time.perf_counter() - start
-    return report
+    return report.clean()
 
 
 def _scan_sources(cells: list[dict[str, Any]], checks: dict[str, Any]) -> None:

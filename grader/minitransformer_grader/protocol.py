@@ -75,12 +75,17 @@ def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
     return b"".join(parts)
 
 
-def read_frame(fd: int, deadline: float | None = None, *, max_payload: int = MAX_PAYLOAD) -> tuple[dict[str, Any], bytes]:
+def read_frame(fd: int, deadline: float | None = None, *, max_payload: int = MAX_PAYLOAD,
+               limit: float | None = None) -> tuple[dict[str, Any], bytes]:
     """Read one frame; ``TimeoutError`` when ``deadline`` (``time.monotonic()``) passes before it starts.
 
     Once its first byte is there, the rest of the frame is read whole (a frame cut in two would leave
-    the channel out of step); a frame that stalls half-way for ``STALL`` seconds closes the channel.
+    the channel out of step); a frame that stalls half-way for ``STALL`` seconds, or is not whole by
+    ``limit``, closes the channel.
     """
+    def stall() -> float:
+        return min(time.monotonic() + STALL, limit) if limit is not None else time.monotonic() + STALL
+
     if deadline is not None:
         wait = deadline - time.monotonic()
         if wait <= 0 or not select.select([fd], [], [], wait)[0]:
@@ -88,14 +93,14 @@ def read_frame(fd: int, deadline: float | None = None, *, max_payload: int = MAX
     else:
         select.select([fd], [], [])
     try:
-        sizes = _read_exact(fd, 8, time.monotonic() + STALL)
+        sizes = _read_exact(fd, 8, stall())
         head_size, payload_size = struct.unpack("<II", sizes)
         if head_size > MAX_HEADER or payload_size > max_payload:
             raise TooLarge(f"a message of {head_size + payload_size:,} bytes (at most {max_payload:,})")
-        header = json.loads(_read_exact(fd, head_size, time.monotonic() + STALL))
+        header = json.loads(_read_exact(fd, head_size, stall()))
         if not isinstance(header, dict):
             raise TooLarge("a message that is not a JSON object")
-        return header, _read_exact(fd, payload_size, time.monotonic() + STALL) if payload_size else b""
+        return header, _read_exact(fd, payload_size, stall()) if payload_size else b""
     except TimeoutError:
         raise Closed("a message stalled half-way") from None
 

@@ -75,10 +75,11 @@ class Link:
         self.dead: str | None = None
         self.forbidden: set[str] = set()  # the pieces the running check asks the learner to write
         self.serving: set[str] = set()  # the pieces (keys of SERVED) the running check lets the grader compute
+        self.waited = 0.0  # seconds the last check cell waited for CHECK_LOCK (not counted against the submission)
 
     def _read(self, deadline: float | None) -> tuple[dict[str, Any], bytes]:
-        try:
-            return read_frame(self.box.out_r, deadline)
+        try:  # a frame begun before the deadline must end within the grace period after it
+            return read_frame(self.box.out_r, deadline, limit=None if deadline is None else deadline + GRACE)
         except TimeoutError:  # the check's deadline, not a dead process (TimeoutError is an OSError)
             raise
         except (Closed, TooLarge, ValueError, OSError) as err:
@@ -99,27 +100,35 @@ class Link:
             raise KernelGone(self.dead) from None
 
     def request(self, header: dict[str, Any], payload: bytes = b"") -> tuple[dict[str, Any], Any]:
-        """Send a request and wait for its answer (serving the sandbox's callbacks meanwhile)."""
+        """Send a request and wait for its answer (serving the sandbox's callbacks meanwhile).
+
+        The check cell's deadline is fixed before the first request: nothing the sandbox sends moves it.
+        Past it nothing more is sent (an idle runner is never interrupted); a running call is interrupted
+        once, and its answer must come within GRACE seconds of that, whatever else the sandbox sends.
+        """
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise CheckTimeout("out of time")
         self.send(header, payload)
-        interrupted = False
+        grace_end: float | None = None  # set once, when the interrupt is sent
         while True:
-            deadline = self.deadline if not interrupted else time.monotonic() + GRACE
             try:
-                answer, data = self._read(deadline)
+                answer, data = self._read(grace_end or self.deadline)
             except TimeoutError:
-                if interrupted:
+                if grace_end is not None:
                     self.dead = "the learner's code ignored the interrupt after its time limit"
                     raise KernelGone(self.dead) from None
                 self.box.interrupt()
-                interrupted = True
+                grace_end = time.monotonic() + GRACE
                 continue
-            if answer.get("event") == "callback":
-                self._callback(answer, data)
+            if answer.get("event") in ("callback", "serve"):
+                if grace_end is not None:  # out of time: nothing more is computed for it
+                    self.send({"op": "refused", "error": "the check's time is up"})
+                elif answer["event"] == "callback":
+                    self._callback(answer, data)
+                else:
+                    self.serve(answer, data, self.serving)
                 continue
-            if answer.get("event") == "serve":
-                self.serve(answer, data, self.serving)
-                continue
-            if interrupted or (answer.get("op") == "error" and answer.get("kind") == "interrupt"):
+            if grace_end is not None or (answer.get("op") == "error" and answer.get("kind") == "interrupt"):
                 raise CheckTimeout("interrupted")  # even an answer that came after the limit
             try:
                 return answer, load_plain(data) if data else None
@@ -368,49 +377,54 @@ def _statements(source: str) -> list[str]:
     return [ast.get_source_segment(source, node) or "" for node in tree.body]
 
 
-def run_check_cell(link: Link, source: str, grade_id: str, checks: dict[str, Any],
-                   deadline: float) -> list[dict[str, Any]]:
-    """Run one reference check cell here, with the learner's names looked up in the sandbox; one part per statement."""
+def run_check_cell(link: Link, source: str, grade_id: str, checks: dict[str, Any], timeout: float,
+                   end: float) -> list[dict[str, Any]]:
+    """Run one reference check cell here, with the learner's names looked up in the sandbox; one part per statement.
+
+    The cell's deadline (``timeout`` seconds, and never past the notebook's ``end``) starts once the
+    cell holds CHECK_LOCK: time spent waiting for another submission's check is not charged to this one
+    (``link.waited`` says how long, for the notebook's deadline).
+    """
     import builtins
+    import contextlib
 
     import minitransformer
 
-    link.deadline = deadline
     link.forbidden = set(avoided(source, checks))
     link.serving = set(served(source, checks))
     parts: list[dict[str, Any]] = []
-    for statement in _statements(source):
-        used = sorted({n.id for n in ast.walk(ast.parse(statement)) if isinstance(n, ast.Name)})
-        trusted = {"minitransformer": minitransformer, "torch": torch, **{n: checks[n] for n in used if n in checks}}
-        wanted = [n for n in used if n not in trusted and not hasattr(builtins, n)]
-        try:
-            answer, values = link.request({"op": "lookup", "names": wanted}) if wanted else ({}, {})
-            space: dict[str, Any] = {"__builtins__": builtins}
-            space.update({k: decode(link, v) for k, v in (values or {}).items() if k in wanted})
-            space.update(trusted)
-            buffer = io.StringIO()
-            import contextlib
-
-            with CHECK_LOCK:
-                previous = compare.REMOTE
-                compare.REMOTE = True
+    asked = time.monotonic()
+    with CHECK_LOCK:
+        link.waited = time.monotonic() - asked
+        link.deadline = min(time.monotonic() + timeout, end + link.waited)
+        for statement in _statements(source):
+            used = sorted({n.id for n in ast.walk(ast.parse(statement)) if isinstance(n, ast.Name)})
+            trusted = {"minitransformer": minitransformer, "torch": torch, **{n: checks[n] for n in used if n in checks}}
+            wanted = [n for n in used if n not in trusted and not hasattr(builtins, n)]
+            try:
+                answer, values = link.request({"op": "lookup", "names": wanted}) if wanted else ({}, {})
+                space: dict[str, Any] = {"__builtins__": builtins}
+                space.update({k: decode(link, v) for k, v in (values or {}).items() if k in wanted})
+                space.update(trusted)
+                buffer = io.StringIO()
+                previous, compare.REMOTE = compare.REMOTE, True
                 try:
                     with contextlib.redirect_stdout(buffer):
                         exec(compile(statement, f"<check {grade_id}>", "exec"), space)
                 finally:
                     compare.REMOTE = previous
-        except CheckTimeout:
-            parts.append({"passed": False, "message": "timed out: the check was interrupted", "timeout": True})
-        except KernelGone as err:
-            parts.append({"passed": False, "message": f"not run: {err}", "gone": True})
-            break
-        except BaseException as err:  # noqa: BLE001 - a failed check, the learner's error, a missing name
-            if isinstance(err, (KeyboardInterrupt, SystemExit)):
-                raise
-            parts.append({"passed": False, "message": f"{type(err).__name__}: {err}"})
-        else:
-            line = next((ln for ln in buffer.getvalue().splitlines() if ln.startswith("✓")), "passed")
-            parts.append({"passed": True, "message": line})
+            except CheckTimeout:
+                parts.append({"passed": False, "message": "timed out: the check was interrupted", "timeout": True})
+            except KernelGone as err:
+                parts.append({"passed": False, "message": f"not run: {err}", "gone": True})
+                break
+            except BaseException as err:  # noqa: BLE001 - a failed check, the learner's error, a missing name
+                if isinstance(err, (KeyboardInterrupt, SystemExit)):
+                    raise
+                parts.append({"passed": False, "message": f"{type(err).__name__}: {err}"})
+            else:
+                line = next((ln for ln in buffer.getvalue().splitlines() if ln.startswith("✓")), "passed")
+                parts.append({"passed": True, "message": line})
     return parts
 
 

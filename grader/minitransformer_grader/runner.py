@@ -63,6 +63,7 @@ class _Link:
 
 
 _LINK: _Link | None = None
+_BUSY = [False]  # True while the learner's code runs: an interrupt that comes at any other time is dropped
 
 
 class _Callback:
@@ -359,8 +360,10 @@ def _serve(link: _Link, cell: int) -> None:
             undo = _arm([str(a) for a in header.get("avoid", [])], [InteractiveShell.instance().user_ns], target)
             sandbox_stubs.SERVED.update(str(a) for a in header.get("serve", []))
             try:
+                _BUSY[0] = True
                 value = target(*args, **kwargs)
             finally:
+                _BUSY[0] = False
                 sandbox_stubs.SERVED.clear()
                 for space, name, value_ in reversed(undo):
                     if isinstance(space, dict):
@@ -408,7 +411,11 @@ def _run(link: _Link) -> None:
             _serve(link, index)
             continue
         link.emit({"event": "start", "cell": index})
-        result = shell.run_cell(cell["source"], store_history=False, silent=False)
+        _BUSY[0] = True
+        try:
+            result = shell.run_cell(cell["source"], store_history=False, silent=False)
+        finally:
+            _BUSY[0] = False
         err = result.error_before_exec or result.error_in_exec
         info = None
         if err is not None:
@@ -420,7 +427,8 @@ def _run(link: _Link) -> None:
 
 
 def _watch_interrupts(fd: int) -> None:
-    """Each byte on ``fd`` interrupts the main thread (the grader's time limit for a cell or a call)."""
+    """Each byte on ``fd`` interrupts the main thread (the grader's time limit for a cell or a call), if it runs
+    the learner's code: a byte that comes after the code ended would kill the idle runner."""
     while True:
         try:
             data = os.read(fd, 1)
@@ -428,7 +436,8 @@ def _watch_interrupts(fd: int) -> None:
             return
         if not data:
             return
-        _thread.interrupt_main()
+        if _BUSY[0]:
+            _thread.interrupt_main()
 
 
 def main() -> None:

@@ -69,26 +69,25 @@ def run_submission(cells: list[dict[str, Any]], package: Any, *, notebook: bytes
         link.send({"op": "plan"}, pickle.dumps(plan))
         current: int | None = None
         cell_start = interrupted_at = 0.0
-        while True:
+        while True:  # every deadline is fixed in advance and checked on every message: none can be extended
             now = time.monotonic()
+            if now >= end:
+                result.notebook_timeout = True
+                break
+            if current is not None and not interrupted_at and now >= cell_start + cell_timeout:
+                result.timed_out_cells.append(current)
+                interrupted_at = now
+                box.interrupt()
+            elif interrupted_at and now >= interrupted_at + GRACE:
+                result.gone = "a cell ignored the interrupt after its time limit"
+                break
             deadlines = [end, now + 1.0]
             if current is not None:
                 deadlines.append(cell_start + cell_timeout if not interrupted_at else interrupted_at + GRACE)
             try:
-                header, _ = read_frame(box.out_r, min(deadlines))
+                header, _ = read_frame(box.out_r, min(deadlines), limit=end + GRACE)
             except TimeoutError:
-                now = time.monotonic()
-                if now >= end:
-                    result.notebook_timeout = True
-                    break
-                if current is not None and not interrupted_at and now >= cell_start + cell_timeout:
-                    result.timed_out_cells.append(current)
-                    interrupted_at = now
-                    box.interrupt()
-                elif interrupted_at and now >= interrupted_at + GRACE:
-                    result.gone = "a cell ignored the interrupt after its time limit"
-                    break
-                elif not box.alive():
+                if not box.alive():
                     break  # the runner ended, but something it started holds the channel open
                 continue
             except (Closed, TooLarge, ValueError, OSError) as err:
@@ -109,8 +108,8 @@ def run_submission(cells: list[dict[str, Any]], package: Any, *, notebook: bytes
                     result.gone = "the submission's process sent a message out of order"
                     break
                 cell = cells[index]
-                parts = run_check_cell(link, cell["source"], cell["grade_id"], checks,
-                                       min(time.monotonic() + cell_timeout, end))
+                parts = run_check_cell(link, cell["source"], cell["grade_id"], checks, cell_timeout, end)
+                end += link.waited  # waiting for another submission's check is not this one's time
                 result.events[index] = {"parts": parts}
                 if link.dead:
                     result.gone = link.dead

@@ -269,19 +269,55 @@ def call_text(fn: Any, *args: Any, names: Sequence[str] = ()) -> str:
     return f"{callable_name(fn)}(" + ", ".join(parts) + ")"
 
 
-def call_learner(fn: Callable[..., Any], *args: Any, text: str | None = None) -> Any:
-    """Call the learner's code; any error other than NotImplementedError becomes an explained AssertionError."""
+def _copy(x: Any, memo: dict[int, Any]) -> Any:
+    """``x`` with every tensor cloned (shared tensors stay shared) and every list, tuple and dict rebuilt."""
+    if isinstance(x, Tensor):
+        if id(x) not in memo:
+            memo[id(x)] = x.clone()
+        return memo[id(x)]
+    if type(x) in (list, tuple):
+        return type(x)(_copy(v, memo) for v in x)
+    if type(x) is dict:
+        return {k: _copy(v, memo) for k, v in x.items()}
+    return x
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether the learner's copy ``a`` still equals the check's original ``b`` (NaN equals NaN)."""
+    if isinstance(b, Tensor):
+        if not isinstance(a, Tensor) or a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        return bool(((a == b) | (a != a) & (b != b)).all()) if b.is_floating_point() else torch.equal(a, b)
+    if type(b) in (list, tuple, dict):
+        if type(a) is not type(b) or len(a) != len(b) or (type(b) is dict and list(a) != list(b)):
+            return False
+        return all(_same(x, y) for x, y in (zip(a.values(), b.values()) if type(b) is dict else zip(a, b)))
+    return a is b
+
+
+def call_learner(fn: Callable[..., Any], *args: Any, text: str | None = None, in_place: str | None = None) -> Any:
+    """Call the learner's code; any error other than NotImplementedError becomes an explained AssertionError.
+
+    The learner's code gets copies of the tensors, lists and dicts in ``args``: the check's own inputs stay
+    as it drew them, whatever the code does to its arguments, so an expected value computed from them after
+    the call is still right. A copy changed in place fails the call (``in_place``: the message, after the call).
+    """
     __tracebackhide__ = True
     global LEARNER_DEPTH
+    given = _copy(args, {})
     LEARNER_DEPTH += 1
     try:
-        return fn(*args)
+        result = fn(*given)
     except NotImplementedError:
         raise
     except Exception as err:  # the learner's bug: say which call raised it
         raise AssertionError(f"{text or call_text(fn, *args)} raised {type(err).__name__}: {err}") from err
     finally:
         LEARNER_DEPTH -= 1
+    if not _same(given, args):
+        raise AssertionError(f"{text or call_text(fn, *args)} "
+                             f"{in_place or 'changed its inputs in place: compute new tensors instead'}")
+    return result
 
 
 def build_learner(cls: type[nn.Module], *args: Any) -> nn.Module:
