@@ -18,12 +18,24 @@ def test_there_are_lessons():
     assert len(LESSONS) == 11
 
 
+#: Lessons whose main path still needs more than one class by the measure: issue 44 splits them in two.
+TO_SPLIT = {"00_introduction", "08_decoding_and_gpu", "09_beyond_translation"}
+#: Lessons still being trimmed to one class without a split (issue 44).
+STILL_LONG = {"01_embeddings", "03_self_attention", "04_multi_head_attention", "05_add_norm_and_feed_forward",
+              "06_decoder_and_masking", "07_training", "10_why_the_recipe"}
+
+
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
-def test_the_main_path_fits_a_class(path: Path):
+def test_the_main_path_fits_a_class(path: Path, request: pytest.FixtureRequest):
+    if path.stem in TO_SPLIT:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="issue 44: the lesson is split in two"))
+    elif path.stem in STILL_LONG:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="issue 44: the main path is still being trimmed"))
     plan = PLAN["plan"](path)
-    assert plan.main_slides <= PLAN["MAX_MAIN_SLIDES"], (
-        f"{path.name}: {plan.main_slides} slides on the main path, more than a 50-minute class holds "
-        f"({PLAN['MAX_MAIN_SLIDES']}); mark a section 'going further' (docs/AUTHORING.md)")
+    assert plan.minutes <= PLAN["CLASS_MINUTES"], (
+        f"{path.name}: about {plan.minutes:.0f} minutes on the main path ({plan.main}), more than a "
+        f"{PLAN['CLASS_MINUTES']}-minute class; move what a class can skip to a going-further section "
+        "(docs/AUTHORING.md)")
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
@@ -84,3 +96,54 @@ def test_lesson_07_summary_gives_the_padding_it_measured():
     record = json.loads((ROOT / "benchmarks" / "results" / "multi30k_padding.json").read_text())
     assert (f"{100 * record['shuffled']['padding_fraction']:.0f}", f"{100 * record['sorted']['padding_fraction']:.0f}") \
         == (said.group(3), said.group(4))
+
+
+def _code(source: str, outputs: list[dict], slide: str = "-", **metadata) -> dict:
+    return {"cell_type": "code", "metadata": {"slideshow": {"slide_type": slide}, **metadata}, "source": source,
+            "outputs": outputs, "execution_count": 1}
+
+
+def test_the_measure_on_a_notebook_counted_by_hand(tmp_path: Path):
+    picture = {"output_type": "display_data", "metadata": {}, "data": {"image/png": "iVBOR", "text/plain": "<Figure>"}}
+    printed = {"output_type": "stream", "name": "stdout", "text": "a\nb\nc\n"}  # 3 lines
+    table = {"output_type": "display_data", "metadata": {},
+             "data": {"text/markdown": "| x | y |\n| --- | --- |\n| 1 | 2 |\n", "text/plain": "<Markdown>"}}  # 3
+    result = {"output_type": "execute_result", "metadata": {}, "execution_count": 1,
+              "data": {"text/plain": "tensor([1, 2])"}}  # 1
+    widget = {"output_type": "display_data", "metadata": {},
+              "data": {"application/vnd.jupyter.widget-view+json": {"model_id": "m"}, "text/plain": "VBox()"}}
+    cells = [
+        _md("# Lesson 99 · Probe\n\n**Time:** stale", "slide"),  # slide 1: 3 words (not "#", "·" or the time line)
+        # 6 words: a formula is one, a link its text, the folded answer its summary only
+        _md("Why? $\\sqrt{d}$ is\n<details><summary>Answer</summary>hidden words here</details>\n"
+            "[the end](x.md).", "-"),
+        _code("x = 1\n\n\ny = 2\nprint(x)\n", [printed, picture]),  # 3 lines of code, 3 of output, 1 figure
+        _md("## Two\n\n![a picture](figure.png)", "subslide"),  # slide 2: 1 word ("Two"), 1 figure
+        _code("table\nresult", [table, result]),  # 2 lines of code, 4 lines of output
+        _code("hidden = True", [printed], jupyter={"source_hidden": True}),  # folded: no code, 3 lines of output
+        _md("Speaker note: a hundred words that the slides do not show.", "notes"),
+        _code("live(draw)", [widget], "skip"),  # a control's cell: the slides skip it
+        _md("## Going further: more\n\nmany words the class skips", "skip", further=True),
+        _code("z = 3", [printed], "skip", tags=["going-further"]),
+        _md("## Three", "slide"),  # slide 3: 1 word
+    ]
+    plan = PLAN["plan"](_notebook(tmp_path, cells))
+    assert plan.main == PLAN["Measure"](slides=3, words=3 + 6 + 1 + 1, code_lines=5, output_lines=10, figures=2)
+    assert plan.minutes == pytest.approx(3 + 11 / 120 + 5 / 12 + 10 / 20 + 2)
+    assert (plan.further_sections, plan.further_slides) == (1, 1)
+    line = plan.time_line()
+    assert line.startswith("**Time:** about 6 minutes in class") and ": 3 slides, 11 words, 5 lines of code, " \
+        "10 lines of output, 2 figures; 1 going-further section for a second reading." in line
+    slides = PLAN["slides"](cells)
+    assert [(s.cell, s.measure.slides, s.longest_code_cell) for s in slides] == [(0, 1, 3), (3, 1, 2), (10, 1, 0)]
+    assert slides[0].measure.words == 9 and slides[1].measure.output_lines == 7
+
+
+def test_the_slide_caps_can_fail(tmp_path: Path):
+    long_code = "\n".join(f"x{i} = {i}" for i in range(PLAN["SLIDE_CODE_LINES"] + 1))
+    wordy = " ".join(["word"] * (PLAN["SLIDE_WORDS"] + 1))
+    cells = [_md("# Lesson\n\n**Time:** x", "slide"), _code(long_code, []), _md(f"## Wordy\n\n{wordy}", "slide"),
+             _md("## Fine\n\nshort", "slide")]
+    over = PLAN["slides_over_caps"](_notebook(tmp_path, cells))
+    assert [(s.cell, problems) for s, problems in over] == [
+        (0, [f"a code cell of {PLAN['SLIDE_CODE_LINES'] + 1} lines"]), (2, [f"{PLAN['SLIDE_WORDS'] + 2} words"])]

@@ -131,7 +131,7 @@ DATES_TIME = {"07_training": r"wall-clock time of train\(\)\s+(\d+) s",
 
 
 def lessons_block(data: Data, old: str) -> str:
-    """README: the lesson table (class minutes and the stored run time from tools/lesson_plan.py)."""
+    """README: the lesson table (the main path's estimated minutes and the stored run time, tools/lesson_plan.py)."""
     from tools import lesson_plan
 
     described = dict(_LESSON_ROW.findall(old))
@@ -146,8 +146,10 @@ def lessons_block(data: Data, old: str) -> str:
         found = data.stored(lesson, pattern) if (data.root / "notebooks" / f"{lesson}.ipynb").is_file() else None
         times.append(f"{found.group(1)} s" if found else "no time")
     return "\n".join(rows) + (
-        f"\n\n*In class*: the slides of the main path at about {lesson_plan.MINUTES_PER_SLIDE:g} minutes each "
-        "(`tools/lesson_plan.py`). *Last ran in*: what the stored notebook's code took when it was last executed top to "
+        f"\n\n*In class*: the main path's length estimated from what its slides show (`tools/lesson_plan.py`): a "
+        f"minute a slide or figure, {lesson_plan.WORDS_PER_MINUTE} words of prose, {lesson_plan.CODE_LINES_PER_MINUTE} "
+        f"lines of code or {lesson_plan.OUTPUT_LINES_PER_MINUTE} lines of output a minute; going-further sections and "
+        "speaker notes left out. *Last ran in*: what the stored notebook's code took when it was last executed top to "
         "bottom (by nbclient, the engine of `jupyter nbconvert --execute`) on a 2-core CPU, as its timing cell printed it (— where none is stored). "
         "Lessons 07 and 08 spend most of it training the small dates model, whose cell prints its time "
         f"(as stored, lesson 07's cell printed {times[0]} and lesson 08's {times[1]}).")
