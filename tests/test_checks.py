@@ -381,8 +381,8 @@ def test_a_package_piece_the_task_allows_is_not_refused(capsys):
 
 def test_the_nan_row_question_explains_wrong_answers():
     G.check_answer("03-nan-rows", "bc", task=3)
-    for wrong, words in [("C", "hides whole ROWS"), ("BCD", "sets the weights of masked keys to 0"),
-                         ("ABC", "never a whole row")]:
+    for wrong, words in [("C", "hides keys (columns) or queries (rows)"), ("BCD", "returns no NaN"),
+                         ("ABC", "never empties a row")]:  # "not yet" and the idea to check, never the letter
         with pytest.raises(AssertionError, match=re.escape(words)):
             G.check_answer("03-nan-rows", wrong, task=3)
 

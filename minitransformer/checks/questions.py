@@ -30,10 +30,10 @@ QUESTIONS: dict[str, Question] = {
         correct=(50, 49, 1),
         why="a GRU needs 50 steps one after the other, kernel-3 convolutions 49 layers, self-attention 1 layer",
         wrong={
-            (50, 49, 50): "One self-attention layer compares every pair of positions at once: 1 layer connects them.",
-            (50, 25, 1): "A kernel of 3 reaches 1 position to each side per layer, so 49 layers are needed, not 25.",
-            (49, 49, 1): "The GRU reads the 50 words one at a time: 50 sequential steps.",
-            (50, 50, 1): "Position 49 is 49 steps from position 0, and each kernel-3 layer covers one of them: 49.",
+            (50, 49, 50): "Look again at the self-attention count: in one self-attention layer, which keys can a query read?",
+            (50, 25, 1): "Look again at the convolution count: how much further does each kernel-3 layer reach?",
+            (49, 49, 1): "Look again at the GRU count: how many words does it read, and can two of them be read at once?",
+            (50, 50, 1): "Look again at the convolution count: how many positions apart are the first and the last word?",
         },
         hint="Answer with a tuple (GRU steps, kernel-3 convolution layers, self-attention layers).",
     ),
@@ -44,13 +44,11 @@ QUESTIONS: dict[str, Question] = {
              "and a fixed offset k is the same linear map M_k for every position (D); nothing is learned (C) and "
              "the formula gives a vector for any position, seen in training or not (E)"),
         wrong={
-            frozenset("ABCD"): "C: the table is a formula of the position and the feature index; the paper "
-                               "compares it with learned positions (Table 3, row E), but this one has no parameter.",
-            frozenset("ABDE"): "E: the formula works for any position, so a longer sentence still gets vectors "
-                               "(whether the model handles them well is another matter).",
-            frozenset("AB"): "D as well: task 2 built the matrix M_k, and PE[p + k] = PE[p] @ M_k for every p.",
-            frozenset("BD"): "A as well: the sines and cosines of many wavelengths together differ for every "
-                             "position up to max_len (the lesson's table shows no two equal rows).",
+            frozenset("ABCD"): "One of your statements does not hold: is any number of the table learned?",
+            frozenset("ABDE"): "One of your statements does not hold: does the formula stop at the lengths seen in "
+                               "training?",
+            frozenset("AB"): "A statement that holds is missing: what did task 2 show about a fixed offset?",
+            frozenset("BD"): "A statement that holds is missing: can two positions up to max_len share a row?",
         },
         hint="Go through the five statements one by one with the formula and your task 2 in mind.",
     ),
@@ -61,14 +59,13 @@ QUESTIONS: dict[str, Question] = {
              "and a sentence made only of padding (C); a padding mask (B, 1, 1, S) on sentences with at least "
              "one real token leaves every query a key (A), and the package's attention returns zeros (D)"),
         wrong={
-            frozenset("ABC"): "A: every sentence keeps at least one real key, and a padding mask (B, 1, 1, S) hides "
-                              "keys, never a whole row, so each query still has a key to attend to.",
-            frozenset("B"): "C as well: when every token of a sentence is padding, each of its queries has only "
-                            "-inf scores.",
-            frozenset("C"): "B as well: (tokens != pad_id)[:, None, :, None] hides whole ROWS, those of the "
-                            "padding queries, so their scores are all -inf.",
-            frozenset("BCD"): "D: the package's scaled_dot_product_attention sets the weights of masked keys to 0 "
-                              "after the softmax, so a row with no visible key becomes zeros, not NaN.",
+            frozenset("ABC"): "One of your masks never empties a row: a mask that hides keys leaves a query a key "
+                              "as long as its sentence has a real token.",
+            frozenset("B"): "Another mask leaves a query with no key: think of a sentence with no real token.",
+            frozenset("C"): "Another mask leaves a query with no key: for each mask, ask whether it hides keys "
+                            "(columns) or queries (rows).",
+            frozenset("BCD"): "One of your choices returns no NaN: what does the package's attention do with a query "
+                              "that has no key to read?",
             frozenset("A"): "A padding mask (B, 1, 1, S) hides keys; every sentence here has a real key, so no row "
                             "is empty. Look for masks that leave a query no key at all.",
         },
@@ -89,10 +86,11 @@ QUESTIONS: dict[str, Question] = {
         correct=frozenset("CD"),
         why="an all-padding source (C) and tril(-1) (D, whose row 0 is empty) give rows of -inf and a 0/0 softmax",
         wrong={
-            frozenset("C"): "Look at row 0 of D as well: tril(-1) removes the diagonal, so query 0 sees no key.",
-            frozenset("D"): "C hides every key of that sentence: each of its queries has only -inf scores.",
-            frozenset("BCD"): "B never empties a row: position 0 is always <bos>, a real token that sees itself.",
-            frozenset("ACD"): "A (the causal mask) always keeps the diagonal: every query sees at least itself.",
+            frozenset("C"): "Another mask leaves a query with no key: look at the first row of each triangle.",
+            frozenset("D"): "Another mask leaves a query with no key: think of a source with no real token.",
+            frozenset("BCD"): "One of your masks never empties a row: which position of a target is always a real "
+                              "token, and does it see itself?",
+            frozenset("ACD"): "One of your masks never empties a row: does every query of a causal mask see itself?",
         },
         hint="A row is NaN when its query may attend to no key at all: find the masks with an all-False row.",
     ),
@@ -139,7 +137,7 @@ def grade_answer(table: dict[str, Question], question: str, answer: Any, task: i
         report_passed(task, f"{q.title}: {q.why}")
         return
     explanation = q.wrong.get(given, q.hint or other)
-    raise AssertionError(f"Question '{q.title}': {answer!r} is not right. {explanation}")
+    raise AssertionError(f"Question '{q.title}': {answer!r}: not yet. {explanation}")
 
 
 @isolated
