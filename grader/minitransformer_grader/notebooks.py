@@ -25,6 +25,7 @@ _MARKERS = (HIDDEN_BEGIN, HIDDEN_END)
 
 __all__ = ["Report", "TaskResult", "grade_notebook", "identify", "load_references"]
 
+_MAX_CODE = 4 << 20  # characters of code in one notebook: more is refused before the source scan reads it
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # Control characters (but newline and tab), bidi overrides and lone surrogates: escaped in every report.
 _UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -319,6 +320,11 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
     if how == "content":
         report.notes.append(f"matched to exercise {name} by the names it defines")
     cells = _plan(nb, ref, report.notes)
+    size = sum(len(c["source"]) for c in cells if c["kind"] == "code")
+    if size > _MAX_CODE:  # the grader's own source scan stays bounded in memory and time
+        report.error = f"not graded: {size:,} characters of code, over the grader's limit of {_MAX_CODE:,}"
+        report.tasks = zero_tasks(ref, report.error)
+        return report.clean()
     checks = check_functions()
     _scan_sources(cells, checks)
     taken = _taken_out(cells, ref, checks)
@@ -350,9 +356,9 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
 def _scan_sources(cells: list[dict[str, Any]], checks: dict[str, Any]) -> None:
     """Mark each check cell whose task's code, as submitted, names the piece it forbids (see :mod:`.scan`)."""
     from .remote import avoided
-    from .scan import smuggled
+    from .scan import parse_cells, smuggled
 
-    code = [c["source"] for c in cells if c["kind"] == "code"]
+    code = parse_cells([c["source"] for c in cells if c["kind"] == "code"])
     for cell in cells:
         if cell["kind"] == "check":
             cell["smuggled"] = smuggled(code, cell["source"], checks, avoided(cell["source"], checks))

@@ -364,6 +364,12 @@ def decode(link: Link, value: Any) -> Any:
             return RemoteCallable(link, int(value["handle"]), str(value.get("name", "?")), str(value["__callable__"]))
         if "__opaque__" in value:
             return Opaque(str(value["__opaque__"]), str(value.get("repr", "")))
+        if isinstance(value.get("__set__"), list):
+            try:
+                items = [decode(link, v) for v in value["__set__"]]
+                return frozenset(items) if value.get("frozen") else set(items)
+            except TypeError:  # an unhashable element
+                return Opaque("set", "a set of unhashable values")
         return {k: decode(link, v) for k, v in value.items()}
     if isinstance(value, list):
         return [decode(link, v) for v in value]

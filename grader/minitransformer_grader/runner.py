@@ -163,11 +163,13 @@ def _encode(x: Any, counter: list[int], depth: int = 0, memo: dict[int, Any] | N
         return type(x).__mro__[[c.__module__ for c in type(x).__mro__].index("builtins")](x)
     if type(x).__module__ == "numpy" and hasattr(x, "item") and getattr(x, "ndim", 1) == 0:
         return _encode(x.item(), counter, depth + 1, memo)
-    if type(x) in (list, tuple):
-        return type(x)(_encode(v, counter, depth + 1, memo) for v in x)
     if type(x) is torch.Size:
         return tuple(int(v) for v in x)
-    if type(x) is dict:
+    if isinstance(x, (list, tuple)):  # a namedtuple arrives as a tuple, a list subclass as a list
+        return (list if isinstance(x, list) else tuple)(_encode(v, counter, depth + 1, memo) for v in x)
+    if isinstance(x, (set, frozenset)):
+        return {"__set__": [_encode(v, counter, depth + 1, memo) for v in x], "frozen": isinstance(x, frozenset)}
+    if isinstance(x, dict) and not isinstance(x, torch.nn.Module):  # an OrderedDict (a state_dict) as a dict
         return {k: _encode(v, counter, depth + 1, memo) for k, v in x.items() if isinstance(k, (str, int))}
     assert _LINK is not None
     if isinstance(x, torch.nn.Module):

@@ -17,17 +17,32 @@ from __future__ import annotations
 import ast
 from typing import Any, Iterable
 
-__all__ = ["smuggled"]
+__all__ = ["parse_cells", "smuggled"]
+
+
+def parse_cells(code_cells: list[str] | list[ast.Module]) -> list[ast.Module]:
+    """The trees of the code cells (see :func:`_trees`); trees given are returned as they are."""
+    return code_cells if all(isinstance(c, ast.Module) for c in code_cells) else _trees(code_cells)  # type: ignore
 
 
 def _trees(sources: Iterable[str]) -> list[ast.Module]:
-    trees = []
-    for source in sources:
-        kept = "\n".join(ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!")))
+    """The Python that IPython runs for each cell (magics and shell escapes rewritten as calls), parsed, and the
+    code a magic is given as a string (``%time f = F.layer_norm``), parsed too."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    trees, todo, budget = [], list(sources)[::-1], 10_000
+    while todo and budget > 0:
+        budget -= 1
+        source = todo.pop()
         try:
-            trees.append(ast.parse(kept))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = ast.parse(TransformerManager().transform_cell(source))
+        except (SyntaxError, ValueError, RecursionError, MemoryError, IndexError, TypeError):
             continue
+        trees.append(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in ("run_line_magic", "run_cell_magic"):
+                todo += [a.value for a in node.args[1:] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
     return trees
 
 
@@ -84,8 +99,9 @@ def _reached(start: list[str], definitions: dict[str, list[ast.AST]]) -> list[as
             continue
         seen.add(name)
         for node in definitions[name]:
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and name not in start:
-                continue  # a helper is followed through def and class; an assignment only when the check is given it
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and name not in start and \
+                    not isinstance(node.value, (ast.Name, ast.Attribute)):
+                continue  # a helper is followed through def, class and aliases (f = F.x); a computed value is not
             nodes.append(node)
             todo += [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in definitions]
     return nodes
@@ -105,11 +121,15 @@ def _hits(nodes: list[ast.AST], targets: list[str], aliases: dict[str, str]) -> 
     return hits
 
 
-def smuggled(code_cells: list[str], check_source: str, checks: dict[str, Any], avoid: list[str]) -> str | None:
-    """Why the learner's code for this check cell names a forbidden piece (one line), or None."""
+def smuggled(code_cells: list[str] | list[ast.Module], check_source: str, checks: dict[str, Any],
+             avoid: list[str]) -> str | None:
+    """Why the learner's code for this check cell names a forbidden piece (one line), or None.
+
+    ``code_cells``: the sources, or their trees from :func:`parse_cells` (parsed once for every check cell).
+    """
     if not avoid:
         return None
-    trees = _trees(code_cells)
+    trees = parse_cells(code_cells)
     used = {n.id for n in ast.walk(ast.parse(check_source)) if isinstance(n, ast.Name) and n.id not in checks}
     nodes = _reached(sorted(used), _definitions(trees))
     hits = _hits(nodes, avoid, _aliases(trees))

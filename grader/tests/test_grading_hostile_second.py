@@ -70,6 +70,31 @@ def my_attention(query, key, value, mask=None):
 def my_attention(query, key, value, mask=None):
     raise ValueError('\\x1b[2J\\x1b]0;owned\\x07\\x9b31m' + 'x' * 5_000_000)
 """))
+    # Item 8: honest answers of other types: a set of letters, a namedtuple (output, weights).
+    letters = _solution()
+    next(c for c in letters.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "task-3-code").source = \
+        "answer = {'B', 'C'}"
+    _put(root, "set-answer", letters)
+    _put(root, "namedtuple", _add(_solution(), "def my_attention", """
+import collections
+Attention = collections.namedtuple('Attention', 'output weights')
+_plain_attention = my_attention
+def my_attention(query, key, value, mask=None):
+    return Attention(*_plain_attention(query, key, value, mask))
+"""))
+    # Item 6: the ready-made piece behind a magic, beside a shell escape that made the cell unparsable.
+    _put(root, "magic", _replace_def(_blank(), "def my_attention", """
+import torch.nn.functional as F
+%time _f = F.scaled_dot_product_attention
+_ = !true
+def my_attention(query, key, value, mask=None):
+    weights = torch.softmax(query @ key.transpose(-2, -1) / math.sqrt(query.size(-1)), -1)
+    return _f(query, key, value), weights
+"""))
+    # Item 10: 6 MiB of one-line cells.
+    huge = _solution()
+    huge.cells += [nbformat.v4.new_code_cell(f"x{i} = {i}  # " + "y" * 600) for i in range(10_000)]
+    _put(root, "huge", huge)
     big = _solution()
     next(c for c in big.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "task-3-code").source = \
         "answer = 'Z' * 20_000_000"
@@ -111,8 +136,8 @@ def _tasks(row: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_the_run_ends_and_every_submission_has_a_row(second):
     assert not second["hung"], second["stdout"][-2000:]
     assert b"Traceback" not in second["stderr"], second["stderr"][-3000:]
-    assert second["code"] == 0, second["stderr"][-2000:]
-    assert len(second["rows"]) == 9, sorted(second["by"])
+    assert second["code"] == 1, second["stderr"][-2000:]  # the huge notebook is refused
+    assert len(second["rows"]) == 13, sorted(second["by"])
     assert _row(second, "honest")["score"] == FULL and _row(second, "honest-too")["score"] == FULL
 
 
@@ -146,3 +171,15 @@ def test_2_any_string_reaches_the_reports_printable_and_bounded(second):
     assert big["score"] == 0 and len(big["message"]) < 5000, len(big["message"])
     odd = [r for r in second["rows"] if r["student"].startswith("caf")]
     assert len(odd) == 1 and odd[0]["score"] == FULL and odd[0]["student"] == "caf\\xe9-\\xff", odd
+
+
+def test_8_answers_of_any_reasonable_type_arrive_as_they_left(second):
+    assert _row(second, "set-answer")["score"] == FULL, _row(second, "set-answer")["tasks"]
+    assert _row(second, "namedtuple")["score"] == FULL, _row(second, "namedtuple")["tasks"]
+
+
+def test_6_10_the_scan_reads_magics_and_refuses_what_it_cannot_bound(second):
+    magic = _tasks(_row(second, "magic"))["task-1"]
+    assert magic["score"] == 0 and "scaled_dot_product_attention" in magic["message"], magic
+    huge = _row(second, "huge")
+    assert huge["score"] == 0 and "over the grader's limit" in huge["error"] and huge["seconds"] < 20, huge["error"]
