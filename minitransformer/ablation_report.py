@@ -53,11 +53,7 @@ def load_results(path: str | Path) -> dict[str, Any]:
 
 
 def curves(report: dict[str, Any], name: str, kind: str = "valid") -> tuple[list[float], list[list[float]]]:
-    """Steps and one curve per seed of variant ``name``.
-
-    Args:
-        kind: "valid" (validation perplexity) or "train" (training NLL per token).
-    """
+    """Steps and one curve per seed of variant ``name``."""
     runs = sorted((r for r in report["runs"] if r["variant"] == name), key=lambda r: r["seed"])
     if not runs:
         raise ValueError(f"no runs of variant {name!r} in the results")
@@ -68,15 +64,7 @@ def curves(report: dict[str, Any], name: str, kind: str = "valid") -> tuple[list
 
 def plot_ablation_panel(report: dict[str, Any], names: list[str], ax: Axes, kind: str = "valid",
                         title: str = "") -> Axes:
-    """Mean curve and its seed range (shaded, min to max) of each variant in ``names``.
-
-    Args:
-        report: a results dict (:func:`load_results`).
-        names: variants to draw; those without runs are skipped.
-        ax: where to draw.
-        kind: "valid" (validation perplexity, log scale) or "train" (training NLL).
-        title: the panel's title.
-    """
+    """Mean curve and its seed range (shaded, min to max) of each variant in ``names``."""
     import numpy as np
 
     for k, name in enumerate(names):
@@ -137,11 +125,7 @@ def plot_ablation_finals(report: dict[str, Any], ax: Axes, metric: str = "ppl", 
 
 
 def save_ablation_figure(report: dict[str, Any], png_path: str | Path) -> Path:
-    """The suite's figure: one panel of validation curves per choice, then the final perplexity and BLEU.
-
-    Returns:
-        ``png_path``.
-    """
+    """The suite's figure: one panel of validation curves per choice, then the final perplexity and BLEU."""
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(15, 13), layout="constrained")

@@ -1,21 +1,9 @@
-"""The statistics behind lesson 10's verdicts: paired differences, confidence intervals, a correction.
+"""The statistics behind lesson 10's verdicts: paired differences, confidence intervals, Holm's correction.
 
-Every job of an ablation suite with seed ``s`` reads the training pairs in the same order, and
-every variant whose weights have the same shapes as the baseline's also starts from the same
-weights (:func:`minitransformer.ablations.run_ablation` seeds both). So a variant and its
-reference are compared **seed by seed**: the difference of seed ``s`` cancels the luck of that
-data order and start, which the spread of each variant alone would count as noise.
-
-For each (variant, metric):
-
-- the per-seed differences ``d_s`` (perplexity as ``log(ppl_variant / ppl_reference)``, the
-  difference of the mean NLL per token, so that a change reads as a ratio; BLEU in points);
-- their mean and a 95% confidence interval from Student's t with ``n - 1`` degrees of freedom
-  (the paired t-test, :func:`scipy.stats.ttest_rel`, assuming the differences are roughly normal);
-- the two-sided p-value, then Holm's correction over every comparison of the suite (both metrics,
-  all variants), so that the chance of *any* false "better" or "worse" stays at most ``alpha``;
-- a verdict: "better" or "worse" where the corrected p is below ``alpha``, "diverged" where a
-  run of the variant diverged, otherwise "inconclusive at this budget".
+A variant and its reference with the same seed read the same data in the same order (and start from the same
+weights where the shapes allow), so they are compared seed by seed: perplexity as log(ppl / ppl_reference),
+BLEU in points, a paired t-test per comparison, Holm's correction over the suite so that the chance of any
+false "better" or "worse" stays at most :data:`ALPHA`.
 """
 
 from __future__ import annotations
@@ -38,18 +26,7 @@ def _by_seed(runs: list[dict[str, Any]], name: str, metric: str) -> dict[int, fl
 
 
 def paired_difference(runs: list[dict[str, Any]], name: str, reference: str, metric: str) -> dict[str, Any]:
-    """The seed-by-seed difference of ``name`` from ``reference`` on ``metric``, with its interval and p.
-
-    Args:
-        runs: the ``runs`` of a results file (each with ``variant``, ``seed``, ``ppl``, ``bleu``, ``diverged``).
-        name, reference: the two variants.
-        metric: "ppl" (the difference is ``log(ppl / ppl_reference)``) or "bleu" (points).
-
-    Returns:
-        A dict: ``seeds`` (shared by both), ``differences`` (one per seed), ``mean``, ``ci`` (low, high),
-        ``p`` (two-sided paired t-test; None below 2 seeds or with a zero spread and mean),
-        ``diverged`` (seeds where the variant diverged), ``scale`` ("log ratio" or "points").
-    """
+    """The seed-by-seed difference of ``name`` from ``reference`` on ``metric``, with its interval and p."""
     if metric not in SCORES:
         raise ValueError(f"metric must be one of {SCORES}, got {metric!r}")
     ours, theirs = _by_seed(runs, name, metric), _by_seed(runs, reference, metric)
@@ -111,19 +88,7 @@ PAPER_RESOLUTION = {"ppl": math.log(4.93 / 4.92), "bleu": 0.1}
 
 
 def analyse(report: dict[str, Any], alpha: float = ALPHA) -> dict[str, dict[str, Any]]:
-    """Every variant's paired comparison with its reference on both metrics, Holm-corrected over the suite.
-
-    Args:
-        report: a results dict (``runs`` and ``summary``, as written by ``benchmarks/ablations.py``).
-        alpha: the family-wise error rate.
-
-    Returns:
-        ``{variant: {metric: {...paired_difference, "p_holm", "verdict", "paper", "agrees"}}}`` for every
-        variant except the baseline. ``verdict`` is "better", "worse", "diverged" or "inconclusive";
-        ``paper`` is the paper's change on the same scale (None where Table 3 has no row or the
-        reference is not the baseline); ``agrees`` is True / False where our verdict is better or worse
-        and the paper has a row ("no change" in the paper disagrees with any measured change), else None.
-    """
+    """Every variant's paired comparison with its reference on both metrics, Holm-corrected over the suite."""
     from .ablations import PAPER_BASE, VARIANTS
 
     summary = report["summary"]

@@ -1,19 +1,8 @@
 """Ablations of the paper's recipe: one choice changed at a time, trained and scored (lesson 10).
 
-The paper's Table 3 varies one thing at a time around the base model (rows A to E: heads,
-d_k, size, dropout and label smoothing, learned positions). :data:`VARIANTS` does the same
-around a small baseline, each Table 3 row scaled to it in the paper's own ratios (8 heads as
-in the paper; d_model, d_ff and d_k times the paper's value over its base value), and adds
-what Table 3 leaves out: the schedule (warm-up and decay, separately) and the course's
-other choices (pre-LN, weight sharing, gradient clipping, the sqrt(d_k) scaling, the start of
-the embeddings), labelled as departures. Every variant changes only what its row changes,
-and every setting is an option of the package (a
-:class:`~minitransformer.config.TransformerConfig` field or a training option).
-
-:func:`run_ablation` trains one (variant, seed) for a fixed number of steps and returns
-its curves and final figures as plain data; ``benchmarks/ablations.py`` runs the whole
-suite and writes ``benchmarks/results/ablations-cpu.json``; lesson 10 re-runs one job
-with this same function and checks it against the stored result.
+:data:`VARIANTS` follows Table 3's rows A to E around a small baseline, scaled in the paper's own ratios, and adds
+the schedule and the course's departures. ``python -m benchmarks.ablations`` runs the suite; lesson 10 re-runs
+one job with :func:`run_ablation` and checks it against the stored result.
 """
 
 from __future__ import annotations
@@ -53,22 +42,6 @@ class AblationSize:
     ``benchmarks/ablations.py`` and lesson 10). The model-side fields are the paper's recipe
     except the sizes; the learning rate follows the paper's formula
     ``lr_factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)`` with a short warm-up.
-
-    Args:
-        d_model, n_heads, d_ff, layers: the baseline model (``layers`` per stack).
-        dropout: P_drop of the baseline (paper: 0.1).
-        label_smoothing: eps_ls of the baseline (paper: 0.1).
-        clip_norm: gradient-norm clipping of the baseline (0: off).
-        vocab_size: shared BPE vocabulary trained on the training split.
-        train_size: use only the first N training pairs (None: all 29,000).
-        batch_tokens: token budget of each side of a batch.
-        steps: optimizer steps of every job.
-        warmup: warm-up steps of the schedule.
-        lr_factor: factor of the schedule.
-        eval_every: steps between validation-perplexity points of the curve.
-        log_every: steps between training-loss points of the curve.
-        valid_sentences: validation pairs scored for perplexity (None: all 1,014).
-        bleu_sentences: the first N validation pairs translated (greedy) for BLEU (1,014: all of them).
     """
 
     d_model: int = 128
@@ -121,19 +94,7 @@ SIZES: dict[str, AblationSize] = {
 
 @dataclass(frozen=True)
 class Variant:
-    """One ablation: a name, what it changes, and the paper's figures for it.
-
-    Args:
-        name: short identifier (a key of :data:`VARIANTS`).
-        group: the Table 3 row ("A" ... "E"), "schedule" or "departure" (a key of :data:`GROUPS`).
-        label: what it changes, in words.
-        change: the setting(s) it changes, computed from the baseline size: model fields
-            (:class:`TransformerConfig`) and training fields (``label_smoothing``,
-            ``clip_norm``, ``lr_schedule``), e.g. ``{"n_heads": 1}``.
-        paper: the paper's Table 3 (dev set, newstest2013) figures of the closest row,
-            ``{"ppl": ..., "bleu": ..., "row": ...}``, or None where Table 3 has none.
-        compare_to: the variant it is measured against (usually the baseline).
-    """
+    """One ablation: a name, what it changes, and the paper's figures for it."""
 
     name: str
     group: str
@@ -232,14 +193,7 @@ def variant(name: str) -> Variant:
 
 @dataclass
 class AblationData:
-    """The tokenized task shared by every job of a suite.
-
-    Attributes:
-        tokenizer: the shared BPE tokenizer.
-        train_ids: encoded training pairs.
-        valid_ids: encoded validation pairs scored for perplexity.
-        bleu_pairs: validation sentence pairs translated for BLEU.
-    """
+    """The tokenized task shared by every job of a suite."""
 
     tokenizer: SharedTokenizer
     train_ids: list[tuple[list[int], list[int]]]
@@ -258,17 +212,7 @@ def find_multi30k() -> Path | None:
 
 def load_ablation_data(size: AblationSize, data_dir: str | Path | None = None, src_lang: str = "de",
                        tgt_lang: str = "en", cache_dir: str | Path | None = None) -> AblationData:
-    """Multi30k (de -> en by default), its BPE tokenizer, and the fixed validation subsets.
-
-    Args:
-        size: the suite's size (vocabulary, training and validation subsets).
-        data_dir: a folder holding Multi30k's ``.gz`` files (else the package's default).
-        src_lang, tgt_lang: the direction.
-        cache_dir: the tokenizer cache folder (default: the user cache).
-
-    Returns:
-        An :class:`AblationData`.
-    """
+    """Multi30k (de -> en by default), its BPE tokenizer, and the fixed validation subsets."""
     train = [(s, t) for s, t in load_multi30k("train", data_dir, src_lang, tgt_lang) if s and t]
     train = train[: size.train_size] if size.train_size else train
     valid = load_multi30k("validation", data_dir, src_lang, tgt_lang)
@@ -283,12 +227,7 @@ def load_ablation_data(size: AblationSize, data_dir: str | Path | None = None, s
 
 
 def job_settings(size: AblationSize, name: str) -> tuple[TransformerConfig, dict[str, Any]]:
-    """The model config and training settings of variant ``name`` at ``size``.
-
-    Returns:
-        ``(config, training)`` with training keys ``label_smoothing``, ``clip_norm``, ``lr_schedule``.
-        The config's vocabulary size is 1 here (a placeholder: :func:`run_ablation` sets it).
-    """
+    """The model config and training settings of variant ``name`` at ``size``."""
     changes = variant(name).settings(size)
     unknown = sorted(set(changes) - set(TRAINING_FIELDS) - set(MODEL_FIELDS))
     if unknown:
@@ -337,22 +276,6 @@ def run_ablation(name: str, seed: int, size: AblationSize, data: AblationData,
     The seed fixes the initialisation, dropout and batch order, so the same (variant, seed,
     size, data) gives the same numbers on the same machine (up to the last digits when the
     number of threads differs).
-
-    Args:
-        name: a key of :data:`VARIANTS`.
-        seed: the run's seed.
-        size: the baseline and budget.
-        data: from :func:`load_ablation_data`.
-        device: where to train.
-        progress: called as ``progress(step, train_nll)`` at every curve point.
-        max_steps: stop earlier than ``size.steps`` (a partial re-run; final figures are then
-            those of that step).
-
-    Returns:
-        A plain dict: variant, seed, settings, final ``ppl`` and ``bleu`` (``ppl`` None and
-        ``diverged`` True if the loss became NaN or infinite), ``curve`` (step, train NLL
-        per token, learning rate every ``log_every`` steps), ``valid_curve`` (step,
-        perplexity every ``eval_every`` steps), parameters, steps, seconds.
     """
     started = time.perf_counter()
     device = torch.device(device)
@@ -424,14 +347,7 @@ _worker: dict[str, Any] = {}
 
 
 def init_worker(size: dict[str, Any], data_dir: str | None, device: str, threads: int = 1) -> None:
-    """Set up a process of a suite's pool: its thread count and the task's data (loaded once per process).
-
-    Args:
-        size: an :class:`AblationSize` as a dict (``to_dict``).
-        data_dir: the Multi30k folder, or None.
-        device: where the jobs train.
-        threads: PyTorch threads of this process.
-    """
+    """Set up a process of a suite's pool: its thread count and the task's data (loaded once per process)."""
     torch.set_num_threads(threads)
     if torch.device(device).type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls on tensor cores
@@ -447,18 +363,7 @@ def run_worker_job(job: tuple[str, int]) -> dict[str, Any]:
 
 
 def summarize(records: list[dict[str, Any]], names: list[str] | None = None) -> dict[str, dict[str, Any]]:
-    """Mean, sample standard deviation, minimum and maximum over seeds of each variant's figures.
-
-    Args:
-        records: results of :func:`run_ablation`.
-        names: the variants to summarise, in order (default: those found, in :data:`VARIANTS` order).
-
-    Returns:
-        One dict per variant, with ``seeds``, ``ppl`` and ``bleu`` (each a dict of ``mean``, ``std``,
-        ``min``, ``max`` and ``values``), ``diverged`` (a count), ``paper``, ``group``, ``label`` and
-        ``compare_to``. A diverged run has no perplexity:
-        it is left out of the perplexity statistics and counted in ``diverged``.
-    """
+    """Mean, sample standard deviation, minimum and maximum over seeds of each variant's figures."""
     found = {r["variant"] for r in records}
     names = names or [n for n in VARIANTS if n in found]
     out: dict[str, dict[str, Any]] = {}

@@ -456,9 +456,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     first saves a checkpoint); ``grade`` handles its own. Before this runs, during ``import minitransformer``
     (which loads torch), Ctrl-C is Python's ``KeyboardInterrupt``, as for any library: the package
     installs no signal handler when it is imported.
-
-    Args:
-        argv: the arguments after the program name (default: ``sys.argv[1:]``).
     """
     from .training import CheckpointError, DivergedError
 

@@ -34,16 +34,7 @@ def _check_pairs(hypotheses: Sequence[str], references: Sequence[object]) -> Non
 
 
 def reference_streams(references: Sequence[str | Sequence[str]]) -> list[list[str | None]]:
-    """Per-sentence references turned into sacreBLEU's reference streams.
-
-    Args:
-        references: for each hypothesis, one reference string or a list of them (any
-            number from 1 up, different from sentence to sentence if need be).
-
-    Returns:
-        ``streams[k][i]``: the k-th reference of sentence i, or None where sentence i has
-        fewer than k + 1 references (sacreBLEU then leaves it out).
-    """
+    """Per-sentence references turned into sacreBLEU's reference streams."""
     per_sentence: list[list[str]] = []
     for i, refs in enumerate(references):
         group = [refs] if isinstance(refs, str) else list(refs)
@@ -64,15 +55,7 @@ def bleu_signature() -> str:
 
 
 def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
-    """Fraction of hypotheses identical to their reference (after stripping outer spaces).
-
-    Args:
-        hypotheses: the model's sentences.
-        references: the correct sentences, in the same order.
-
-    Returns:
-        A number in [0, 1].
-    """
+    """Fraction of hypotheses identical to their reference (after stripping outer spaces)."""
     _check_pairs(hypotheses, references)
     return sum(h.strip() == r.strip() for h, r in zip(hypotheses, references)) / len(references)
 
@@ -83,13 +66,6 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str | Sequence[str]]) -
     With several references, a hypothesis n-gram counts up to the largest number of times it
     occurs in any one of them, and the brevity penalty uses the reference length closest to
     the hypothesis's (Papineni et al., 2002; lesson 08 computes it by hand).
-
-    Args:
-        hypotheses: the model's sentences, detokenized.
-        references: for each hypothesis its reference, untouched, or a list of references.
-
-    Returns:
-        sacreBLEU's corpus score, e.g. 35.2.
     """
     _check_pairs(hypotheses, references)
     import sacrebleu  # heavy import, only needed here
@@ -125,15 +101,6 @@ def cut_loop(ids: Sequence[int], eos_id: int, limit: int) -> tuple[list[int], st
     finish, which happens on input unlike the training data. If it ends in a loop (a group
     of up to :data:`LOOP_PERIOD` tokens repeated :data:`LOOP_REPEATS` times or more), the
     repetitions after the first are cut, as if decoding had stopped when the loop began.
-
-    Args:
-        ids: the output ids after the start token (an end token and padding may follow).
-        eos_id: the end token.
-        limit: the length limit that decoding had.
-
-    Returns:
-        ``(ids, note)``: the ids up to the end token (or the cut), and None or the reason
-        the output is unreliable.
     """
     ids = list(ids)
     if eos_id in ids:
@@ -166,19 +133,6 @@ def translate_sentences(
     Each output has at most its source's length + ``extra_length`` tokens (and never more than
     the model's positional table allows), whatever the batch. The model is put in eval mode
     and left there.
-
-    Args:
-        model: a trained :class:`Transformer` (bare, not wrapped by DDP or compile).
-        tokenizer: the tokenizer it was trained with.
-        sentences: source sentences.
-        device: where to run; default the model's device.
-        batch_size: sentences decoded together.
-        extra_length: output tokens allowed beyond the source length.
-        beam_size: 1 for greedy decoding, more for beam search (paper: 4).
-        alpha: length penalty of beam search (paper: 0.6).
-
-    Returns:
-        The detokenized translations, in the order of ``sentences``.
     """
     return translate_with_notes(model, tokenizer, sentences, device, batch_size, extra_length, beam_size,
                                 alpha, cut_loops=False)[0]
@@ -200,9 +154,6 @@ def translate_with_notes(
 
     A translation is unreliable when decoding reached the length limit without the end token
     (see :func:`cut_loop`); with ``cut_loops`` a repetition loop at its end is cut.
-
-    Returns:
-        ``(translations, notes)``, both in the order of ``sentences``.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -240,15 +191,7 @@ def translate_with_notes(
 
 def unfamiliar_input(sentences: list[str], tokenizer: Any, options: dict[str, Any],
                       longest: int | None = None, numbers: Sequence[int] | None = None) -> list[str]:
-    """Warnings for sentences unlike anything the model was trained on (its answer is then a guess).
-
-    Any model: characters its vocabulary never saw; sentences of more tokens than ``longest``,
-    the longest training sentence. Multi30k: a sentence that looks like the wrong language
-    (:func:`~minitransformer.data.language.guess_language`). Dates: not a full date of the
-    source locale (or one whose weekday is not its date's), or a year outside the trained range.
-    Each warning names its sentence by its number in ``numbers`` (default: 1, 2, ...), which
-    counts from 1 as a user counts lines.
-    """
+    """Warnings for sentences unlike anything the model was trained on (its answer is then a guess)."""
     from .data.language import guess_language
 
     warnings = []
@@ -301,7 +244,7 @@ def training_length(checkpoint: dict[str, Any], path: str | Path) -> int | None:
     """Tokens of the longest training sentence of a checkpoint's run, or None when unknown.
 
     Read from the checkpoint (``metrics["train_max_tokens"]``), else from the ``setup`` record of
-    the run folder's ``log.jsonl`` (checkpoints written before the figure was stored).
+    the run folder's ``log.jsonl`` (for a checkpoint that lacks it).
     """
     found = checkpoint.get("metrics", {}).get("train_max_tokens")
     if isinstance(found, int):

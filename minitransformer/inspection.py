@@ -35,16 +35,6 @@ class SentenceAttention:
 
     The labels keep the BPE marker "▁" (a space before the token) as the tokenizer writes it,
     so that figures, printed tokens and lesson text spell a token the same way.
-
-    Attributes:
-        maps: ``{"encoder": [...], "decoder_self": [...], "cross": [...]}``, one (H, Tq, Tk)
-            tensor per layer.
-        src_tokens: S labels of the source tokens (keys of the encoder and of cross-attention).
-        tgt_tokens: T labels of the decoder's input tokens, starting with the start token.
-        translation: the target text (given, or the model's greedy translation).
-        note: None, or why the model's own translation is unreliable (it reached its length
-            limit without an end token; a loop at its end is cut, see
-            :func:`~minitransformer.evaluation.cut_loop`).
     """
 
     maps: dict[str, list[torch.Tensor]]
@@ -71,21 +61,7 @@ def _labels(tokenizer: SharedTokenizer, ids: list[int]) -> list[str]:
 @torch.no_grad()
 def sentence_attention(model: Transformer, tokenizer: SharedTokenizer, source: str, target: str | None = None,
                        device: torch.device | str | None = None, max_extra_len: int = 50) -> SentenceAttention:
-    """Every attention weight of the model for one sentence.
-
-    Args:
-        model: a trained :class:`Transformer`.
-        tokenizer: its tokenizer.
-        source: the source sentence.
-        target: the target sentence fed to the decoder; by default the model's own greedy
-            translation, so the maps show what it attended to while translating.
-        device: where to run (default: the model's device).
-        max_extra_len: greedy translation length beyond the source length (as for
-            :func:`~minitransformer.evaluation.translate_sentences`, cut to the positional table).
-
-    Returns:
-        A :class:`SentenceAttention` holding (H, Tq, Tk) maps per layer and the labels.
-    """
+    """Every attention weight of the model for one sentence."""
     if device is None:
         device = next(model.parameters()).device
     model.eval()
@@ -117,17 +93,7 @@ def sentence_attention(model: Transformer, tokenizer: SharedTokenizer, source: s
 
 def save_attention_maps(attention: SentenceAttention, out_dir: str | Path, kinds: tuple[str, ...] = tuple(KINDS),
                         dpi: int = 110) -> list[Path]:
-    """Write one PNG per kind and layer, a panel per head, with token labels.
-
-    Args:
-        attention: from :func:`sentence_attention`.
-        out_dir: folder for the files ``<kind>_layer<N>.png`` (created if needed).
-        kinds: which kinds of attention to draw.
-        dpi: resolution.
-
-    Returns:
-        The paths written.
-    """
+    """Write one PNG per kind and layer, a panel per head, with token labels."""
     unknown = set(kinds) - set(KINDS)
     if unknown:
         raise ValueError(f"kinds must be among {sorted(KINDS)}, got {sorted(unknown)}")

@@ -33,20 +33,7 @@ def plot_attention(
     colorbar: bool = True,
     annotate: bool = False,
 ) -> Axes:
-    """Draw one attention matrix: a row per query, a column per key.
-
-    Args:
-        weights: (Tq, Tk) attention weights, rows summing to 1.
-        query_labels: Tq labels for the rows (the tokens that ask).
-        key_labels: Tk labels for the columns (the tokens that are looked at).
-        ax: where to draw; a new figure if None.
-        title: axes title.
-        colorbar: add a colour bar.
-        annotate: write each weight in its cell (for small matrices).
-
-    Returns:
-        The Matplotlib Axes.
-    """
+    """Draw one attention matrix: a row per query, a column per key."""
     matrix = _to_numpy(weights)
     if matrix.ndim != 2:
         raise ValueError(f"weights must be one (Tq, Tk) matrix, got shape {matrix.shape}; pick a batch item and head")
@@ -88,19 +75,7 @@ def plot_heatmap(
     cmap: str = "RdBu_r",
     symmetric: bool = True,
 ) -> Axes:
-    """Draw any 2-D array (a positional encoding table, an embedding matrix) with labelled axes.
-
-    Args:
-        values: (rows, columns) array.
-        xlabel, ylabel: axis labels.
-        ax: where to draw; a new figure if None.
-        title: axes title.
-        cmap: Matplotlib colour map.
-        symmetric: centre the colour scale on 0.
-
-    Returns:
-        The Matplotlib Axes.
-    """
+    """Draw any 2-D array (a positional encoding table, an embedding matrix) with labelled axes."""
     matrix = _to_numpy(values)
     if matrix.ndim != 2:
         raise ValueError(f"values must be 2-D, got shape {matrix.shape}")
@@ -126,20 +101,7 @@ def plot_loss_curve(
     title: str | None = None,
     log_scale: bool = True,
 ) -> Axes:
-    """Draw a run's training loss by step, with the validation loss at the end of each epoch.
-
-    Args:
-        steps: optimizer steps of the training-loss points.
-        train_loss: training loss (label-smoothed, per target token) at those steps.
-        val_steps: steps of the validation-loss points (epoch ends).
-        val_loss: validation loss at those steps.
-        ax: where to draw; a new figure if None.
-        title: axes title.
-        log_scale: logarithmic loss axis (the loss falls over orders of magnitude).
-
-    Returns:
-        The Matplotlib Axes.
-    """
+    """Draw a run's training loss by step, with the validation loss at the end of each epoch."""
     if len(steps) != len(train_loss):
         raise ValueError(f"expected one loss per step, got {len(steps)} steps and {len(train_loss)} losses")
     if (val_steps is None) != (val_loss is None) or (val_steps is not None and len(val_steps) != len(val_loss)):
@@ -176,19 +138,6 @@ def plot_attention_heads(
     """Draw the attention matrix of every head in a grid, on one shared 0-to-1 colour scale.
 
     Used by lesson 04 (multi-head attention) and for the maps of a trained model.
-
-    Args:
-        weights: (H, Tq, Tk) attention weights of one batch item, one matrix per head.
-        query_labels: Tq labels for the rows, shown on the first column of the grid.
-        key_labels: Tk labels for the columns, shown on the last row of the grid.
-        titles: H subplot titles; "head 0", "head 1", ... when None.
-        ncols: heads per row of the grid.
-        cell_size: width and height of one subplot, in inches.
-        suptitle: title of the whole figure.
-        annotate: write each weight in its cell (for small matrices).
-
-    Returns:
-        The Matplotlib Figure.
     """
     stack = _to_numpy(weights)
     if stack.ndim != 3:
@@ -233,18 +182,6 @@ def plot_layer_values(
 
     Used by lesson 05 to compare deep stacks with and without residual connections,
     and post-LN with pre-LN.
-
-    Args:
-        series: run name -> one value per layer, in layer order.
-        ylabel: what the values are.
-        ax: where to draw; a new figure if None.
-        title: axes title.
-        log_scale: logarithmic value axis (gradients vanish over orders of magnitude).
-        xlabel: label of the layer axis.
-        first_layer: number of the first value's layer (1, or 0 when index 0 is the input).
-
-    Returns:
-        The Matplotlib Axes.
     """
     if not series:
         raise ValueError("series is empty: expected at least one run name -> values per layer")
@@ -271,18 +208,6 @@ def plot_model_diagram(config: TransformerConfig, ax: Axes | None = None) -> Axe
     Each box names the lesson that builds it; each arrow carries the shape of the tensor it
     carries for ``config`` (B batch, S source length, T target length; D = d_model, V the target
     vocabulary). Drawn by code from the config, so other sizes give other labels.
-
-    Args:
-        config: the model's configuration, e.g. ``TransformerConfig.base(37000)``.
-        ax: where to draw; a new 11 x 9.6 inch figure if None.
-
-    The residual connections are drawn as the paper's Figure 1 draws them: an arrow leaves the
-    input of each sub-layer, passes beside it, and enters its "add & norm" box (on the left of the
-    encoder, on the right of the decoder, where the memory does not cross them). Their patches
-    and lines carry the gid ``"residual"``.
-
-    Returns:
-        The axes, with one text artist per box label and per arrow shape (``ax.texts``).
     """
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 

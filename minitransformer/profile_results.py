@@ -1,14 +1,6 @@
-"""Reading the GPU profile's result files: a table and a figure for the lesson (lesson 08).
+"""Reading the GPU profile's result files (``python -m benchmarks.gpu_profile``): a table and a figure (lesson 08).
 
-``python -m benchmarks.gpu_profile`` writes one JSON file per GPU into
-``benchmarks/results/`` (:func:`result_path` names it). Lesson 08 shows a committed one with
-
-    results = find_results("../benchmarks/results")
-    result = load_result(results[0])
-    print(format_result_table(result))
-    plot_result(result)
-
-Every figure in the table comes from the file; nothing is typed in by hand.
+Every figure shown comes from the file; nothing is typed in by hand.
 """
 
 from __future__ import annotations
@@ -48,14 +40,7 @@ def find_results(folder: str | Path) -> list[Path]:
 
 
 def load_result(path: str | Path) -> dict[str, Any]:
-    """Read one result file and check that it has the expected layout.
-
-    Args:
-        path: a JSON file written by ``benchmarks/gpu_profile.py``.
-
-    Returns:
-        The result as a dict.
-    """
+    """Read one result file and check that it has the expected layout."""
     result = json.loads(Path(path).read_text(encoding="utf-8"))
     missing = [key for key in _REQUIRED if key not in result]
     if missing:
@@ -111,11 +96,7 @@ def format_result_table(result: dict[str, Any]) -> str:
 
 
 def plot_result(result: dict[str, Any]) -> Any:
-    """Draw a result: the run's loss curves, and tokens per second of ours and of nn.Transformer.
-
-    Returns:
-        The Matplotlib Figure (a notebook shows it).
-    """
+    """Draw a result: the run's loss curves, and tokens per second of ours and of nn.Transformer."""
     import matplotlib.pyplot as plt
 
     from .plotting import plot_loss_curve

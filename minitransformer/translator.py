@@ -27,17 +27,7 @@ SHORT_RUN = dict(train_size=10_000, d_model=128, n_heads=4, d_ff=512, layers=2, 
 
 @dataclass
 class Translator:
-    """A trained German -> English model with what a lesson should say about it.
-
-    Attributes:
-        model: the model, in eval mode on the CPU.
-        tokenizer: its shared BPE tokenizer.
-        folder: the run folder it came from.
-        full: True for a run of the recipe (as many epochs as it planned), False for a short stand-in.
-        steps: optimizer steps it was trained for.
-        test_bleu: the run's own test2016 scores from its log, ``{"greedy": ..., "beam4": ...}`` (empty if none).
-        description: one line saying which model this is.
-    """
+    """A trained German -> English model with what a lesson should say about it."""
 
     model: Transformer
     tokenizer: SharedTokenizer

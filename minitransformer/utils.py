@@ -16,15 +16,7 @@ import torch
 
 
 def get_device(prefer: str | None = None) -> torch.device:
-    """Pick the fastest available device: CUDA, then Apple's MPS, then the CPU.
-
-    Args:
-        prefer: a device string ("cpu", "cuda", "cuda:1", "mps") to use instead of
-            the automatic choice; an unavailable one is an error.
-
-    Returns:
-        The chosen ``torch.device``.
-    """
+    """Pick the fastest available device: CUDA, then Apple's MPS, then the CPU."""
     if prefer is not None and prefer != "auto":
         device = torch.device(prefer)
         if device.type == "cuda" and not torch.cuda.is_available():
@@ -40,11 +32,7 @@ def get_device(prefer: str | None = None) -> torch.device:
 
 
 def set_seed(seed: int) -> None:
-    """Seed Python's, NumPy's and PyTorch's (CPU and all GPUs) random generators.
-
-    Args:
-        seed: an integer in [0, 2**64) (PyTorch's generator holds 64 bits).
-    """
+    """Seed Python's, NumPy's and PyTorch's (CPU and all GPUs) random generators."""
     check_seed(seed)
     os.environ["PYTHONHASHSEED"] = str(seed)
     random.seed(seed)
@@ -68,16 +56,7 @@ def check_seed(seed: object, name: str = "seed") -> int:
 
 def check_int(value: object, name: str, low: int, *, below: int | None = None, at_most: int | None = None,
               why: str = "") -> int:
-    """``value`` itself if it is an int from ``low`` on, under ``below`` or up to ``at_most``, else one clear error.
-
-    Args:
-        value: what the caller was given.
-        name: the argument's name, for the message.
-        low: the smallest value allowed.
-        below: the first value too large (a size: ids of a vocabulary of V are ``below=V``).
-        at_most: the largest value allowed (a setting's range, both ends included).
-        why: said after the bounds, e.g. " (a token id of the vocabulary)".
-    """
+    """``value`` itself if it is an int from ``low`` on, under ``below`` or up to ``at_most``, else one clear error."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     if below is not None and not low <= value < below:
@@ -115,16 +94,7 @@ def check_even(value: object, name: str) -> int:
 
 
 def check_memory(nbytes: float, what: str, device: torch.device | str | None = None) -> None:
-    """Refuse, with one line, an allocation larger than the device's whole memory.
-
-    Args:
-        nbytes: bytes the allocation would take.
-        what: the argument that asks for it and its value ("d_model=65536"), for the message.
-        device: where it would go (default: the CPU's RAM).
-
-    Raises:
-        MemoryError: naming ``what``, the memory needed and the memory the device has.
-    """
+    """Refuse, with one line, an allocation larger than the device's whole memory."""
     device = torch.device(device if device is not None else "cpu")
     total = _memory_of(device)
     if total is not None and nbytes > total:
@@ -191,17 +161,6 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None],
     is flushed to disk, ``check`` (if given) may inspect it and raise to refuse it; only then
     does ``os.replace`` rename it over ``path``, in one step. An error or Ctrl-C at any point
     leaves the old file (if any) untouched and removes the temporary one.
-
-    Args:
-        path: the file to write; its folder is created if needed.
-        write: called with the open binary file.
-        check: called with the temporary file's path before it is renamed.
-
-    Returns:
-        ``path`` as a Path.
-
-    Raises:
-        OutputError: the folder cannot be created or written, or the disk is full.
     """
     path = Path(path)
     writable_folder(path.parent, f"the folder of {path.name}")
@@ -267,18 +226,7 @@ def _reason(error: OSError, folder: Path) -> str:
 
 
 def writable_folder(folder: str | Path, what: str = "folder") -> Path:
-    """Create ``folder`` if needed and make sure files can be written in it.
-
-    Args:
-        folder: the folder.
-        what: how the user knows it ("--out folder"), for the message.
-
-    Returns:
-        ``folder`` as a Path.
-
-    Raises:
-        OutputError: one line saying why not (a file in the way, read-only, no permission, disk full).
-    """
+    """Create ``folder`` if needed and make sure files can be written in it."""
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)

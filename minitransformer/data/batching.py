@@ -1,19 +1,7 @@
-"""Batches built to a token budget, and the collate that pads them.
+"""Batches built to a token budget, and the collate that pads them (paper, section 5.1; lesson 07).
 
-Paper, section 5.1: "Sentence pairs were batched together by approximate
-sequence length. Each training batch contained a set of sentence pairs
-containing approximately 25000 source tokens and 25000 target tokens."
-
-The budget here counts padded tensor cells: a batch of ``n`` pairs whose
-longest source row has ``S`` tokens and longest target row ``T`` tokens costs
-``n * S`` source and ``n * T`` target tokens, and BOTH must be at most
-``max_tokens``; equivalently ``n * max(S, T) <= max_tokens``. Because padding
-counts, no (B, S) or (B, T) tensor of a batch ever exceeds the budget, which is
-what bounds memory. Sorting by length before cutting keeps the padding small.
-
-Lesson 07 uses this; the lengths are those of the id lists that
-:func:`collate_pairs` receives (source ids, and target ids ending with ``eos``),
-which are exactly the widths of the rows it builds.
+The budget counts padded cells: ``n`` pairs whose longest rows are S and T tokens cost ``n * max(S, T)``,
+so no tensor of a batch exceeds ``max_tokens``, which is what bounds memory. Sorting by length keeps padding small.
 """
 
 from __future__ import annotations
@@ -26,35 +14,7 @@ import torch
 
 
 class TokenBatchSampler:
-    """Yields lists of pair indices whose padded size fits a token budget.
-
-    Each epoch: order the pairs by the longer of their two lengths (then target,
-    then source length), ties broken at random; cut that order greedily into the largest batches that fit; with
-    ``world_size > 1``, split the largest batches in two until the count divides
-    evenly; shuffle the batch order; give rank ``r`` batches ``r, r + world_size, ...``.
-    So every pair appears exactly once per epoch over all ranks, every rank gets
-    the same number of batches, and the same ``seed`` and epoch give the same
-    batches on every rank and every run. Call :meth:`set_epoch` before each epoch,
-    as with ``DistributedSampler``.
-
-    A pair longer than the budget by itself cannot fit in any batch and is an
-    error at construction: raise ``max_tokens`` or drop such pairs first.
-
-    Works alone (``for idx in sampler``) or as ``DataLoader(pairs,
-    batch_sampler=sampler, collate_fn=...)``.
-
-    Args:
-        src_lengths: number of source tokens of each pair (as collated).
-        tgt_lengths: number of target tokens of each pair (as collated).
-        max_tokens: budget for each side's padded tensor, ``B * S`` and ``B * T``.
-        shuffle: random tie-breaks and batch order; False gives a fixed sorted order
-            (for validation).
-        seed: seed of all randomness; combined with the epoch.
-        rank: this process's rank for DistributedDataParallel.
-        world_size: number of processes.
-        bucket: sort by length before cutting (True); False cuts the (shuffled) order
-            as it is, the "random batching" baseline lesson 07 compares with.
-    """
+    """Yields lists of pair indices whose padded size fits a token budget."""
 
     def __init__(
         self,
@@ -167,16 +127,7 @@ class TokenBatchSampler:
 def padding_fraction(
     batches: Sequence[Sequence[int]], src_lengths: Sequence[int], tgt_lengths: Sequence[int]
 ) -> float:
-    """Share of the cells of the padded (B, S) and (B, T) tensors that are padding.
-
-    Args:
-        batches: lists of pair indices, e.g. ``list(sampler)``.
-        src_lengths: source tokens of each pair.
-        tgt_lengths: target tokens of each pair.
-
-    Returns:
-        ``1 - real tokens / tensor cells``, both sides together, in [0, 1).
-    """
+    """Share of the cells of the padded (B, S) and (B, T) tensors that are padding."""
     cells = real = 0
     for batch in batches:
         if not batch:
@@ -196,14 +147,6 @@ class Batch:
 
     Shape:
         src: (B, S), tgt_in: (B, T), tgt_out: (B, T), all int64, padded with pad_id.
-
-    Attributes:
-        src: source ids.
-        tgt_in: decoder input, ``bos`` followed by the target without ``eos``.
-        tgt_out: what the decoder must predict, the target followed by ``eos``:
-            ``tgt_out[:, t]`` is the token after ``tgt_in[:, :t + 1]``.
-        n_src_tokens: non-pad cells of ``src``.
-        n_tgt_tokens: non-pad cells of ``tgt_out`` (the tokens the loss counts).
     """
 
     src: torch.Tensor
@@ -242,15 +185,6 @@ def collate_pairs(
     ``add_eos=True``) and must not start with ``bos``. The target is shifted right:
     ``tgt_in = [bos] + y`` and ``tgt_out = y + [eos]``, both as long as the target ids.
     Source ids are used as given.
-
-    Args:
-        pairs: ``(src_ids, tgt_ids)`` for each sentence pair.
-        pad_id: id that fills the rows up to the longest.
-        bos_id: id put in front of the decoder input.
-        eos_id: id that ends each target.
-
-    Returns:
-        The batch; src (B, S), tgt_in and tgt_out (B, T).
     """
     if len(pairs) == 0:
         raise ValueError("expected at least one pair to collate, got none")

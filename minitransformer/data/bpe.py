@@ -1,25 +1,8 @@
-"""Byte-pair encoding written out: the reference the lessons and the exercise checks compare with.
+"""Byte-pair encoding written out (Sennrich et al., 2016): the reference lesson 01 and its checks compare with.
 
-Lesson 01 derives BPE by hand and proves it equal to this module; this module is in turn equal to
-the ``tokenizers`` library's ``BpeTrainer``, which :class:`~minitransformer.data.SharedTokenizer`
-uses (``tests/test_bpe.py`` checks both on several corpora). The algorithm (Sennrich et al., 2016):
-
-1. cut the text into words (pre-tokenization) and count them; a word is a sequence of symbols,
-   at first its characters;
-2. count every pair of adjacent symbols over all words, each word weighted by its count
-   ("a a a" holds the pair (a, a) twice);
-3. merge the most frequent pair everywhere, left to right ("a a a" becomes "aa a"), and record it;
-4. repeat until the wanted number of merges, or until the best pair is rarer than ``min_frequency``.
-
-**Ties.** Several pairs can share the highest count. ``tokenizers`` takes the pair whose (left id,
-right id) is smallest, where the ids are: single characters in Unicode order, then merged tokens in
-the order they were made. :func:`learn_bpe` uses the same rule, so both learn the same merges in
-the same order. (Python's ``max`` on a ``Counter`` would take the pair seen first instead.)
-
-**Word boundaries.** The package marks the start of every word with "▁" (U+2581, a character like
-any other), as SentencePiece does; the original BPE appended an end-of-word marker ``</w>`` to the
-last character. Either way "▁er" (a word start) and "er" (inside a word) become different tokens,
-and decoding knows where the spaces go.
+It learns the same merges in the same order as ``tokenizers``' ``BpeTrainer`` (tests/test_bpe.py): ties
+go to the pair with the smallest (left id, right id), not to the pair seen first as ``Counter.most_common``
+would; words start with "▁", as in SentencePiece, rather than ending in ``</w>``.
 """
 
 from __future__ import annotations
@@ -39,12 +22,6 @@ def pre_tokenize(text: str) -> list[str]:
 
     NFC normalization, every space becomes "▁" and one "▁" goes in front, then runs of letters,
     single digits and single other symbols, each with its leading "▁".
-
-    Args:
-        text: one sentence.
-
-    Returns:
-        The words, e.g. ``pre_tokenize("a cat.") == ["▁a", "▁cat", "."]``.
     """
     if not isinstance(text, str):
         raise TypeError(f"expected a sentence as a str, got {type(text).__name__}")
@@ -62,14 +39,7 @@ def word_counts(texts: Iterable[str]) -> Counter[str]:
 
 
 def count_pairs(words: Mapping[tuple[str, ...], int]) -> Counter[Pair]:
-    """Count adjacent symbol pairs over all words, each weighted by its word's count.
-
-    Args:
-        words: each word as a tuple of symbols, with its count.
-
-    Returns:
-        ``Counter`` of ``(left, right)`` pairs; overlapping occurrences all count.
-    """
+    """Count adjacent symbol pairs over all words, each weighted by its word's count."""
     counts: Counter[Pair] = Counter()
     for symbols, count in words.items():
         for pair in zip(symbols, symbols[1:]):
@@ -96,21 +66,7 @@ def merge_pair(symbols: Sequence[str], pair: Pair) -> tuple[str, ...]:
 
 
 def learn_bpe(counts: Mapping[str, int], num_merges: int | None = None, min_frequency: int = 2) -> list[Pair]:
-    """Learn BPE merges from word counts, with the tie rule of ``tokenizers``' ``BpeTrainer``.
-
-    Args:
-        counts: each word (a pre-tokenized string, e.g. ``"▁cat"``) with how often it occurs.
-        num_merges: stop after this many merges; ``None``: only ``min_frequency`` stops.
-        min_frequency: stop when the most frequent pair occurs fewer times than this.
-
-    Returns:
-        The merges in the order learned, e.g. ``[("a", "t"), ("▁c", "at")]`` (the second builds on
-        the first). Ties between pairs of equal count go to the smallest (left rank, right rank):
-        characters rank by code point and before every merged token, merged tokens by creation.
-
-    Raises:
-        ValueError: a count that is not a positive integer, an empty word, or a negative limit.
-    """
+    """Learn BPE merges from word counts, with the tie rule of ``tokenizers``' ``BpeTrainer``."""
     if num_merges is not None and num_merges < 0:
         raise ValueError(f"num_merges must be None or >= 0, got {num_merges}")
     if min_frequency < 1:
@@ -145,17 +101,7 @@ def learn_bpe(counts: Mapping[str, int], num_merges: int | None = None, min_freq
 
 
 def apply_bpe(word: str, merges: Sequence[Pair], alphabet: Collection[str] | None = None) -> list[str]:
-    """Cut one pre-tokenized word into pieces: apply the merges in the order they were learned.
-
-    Args:
-        word: one word as :func:`pre_tokenize` gives it.
-        merges: the merges of :func:`learn_bpe`.
-        alphabet: the known characters; any other becomes ``"<unk>"`` and is never merged.
-            ``None``: every character is known.
-
-    Returns:
-        The pieces, e.g. ``["▁c", "at", "s"]``.
-    """
+    """Cut one pre-tokenized word into pieces: apply the merges in the order they were learned."""
     symbols: tuple[str, ...] = tuple(c if alphabet is None or c in alphabet else UNK for c in word)
     for pair in merges:
         if len(symbols) < 2:

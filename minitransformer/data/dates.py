@@ -1,13 +1,8 @@
-"""The embedded default dataset: long dates translated between two languages.
+"""The embedded default dataset: long dates between two languages, e.g. "Saturday, November 21, 2026" (en_US)
+-> "Samstag, 21. November 2026" (de_DE).
 
-"Saturday, November 21, 2026" (en_US) -> "Samstag, 21. November 2026" (de_DE).
-Babel formats each date with the CLDR "full" pattern of each locale, so any
-locale pair works and some pairs reorder the whole phrase (en_US -> hu_HU gives
-"2026. november 21., szombat"). Nothing is downloaded; the pairs are generated
-on the fly, deterministically from a seed.
-
-Used in lessons 06 and 07: a tiny model learns it quickly on a CPU (docs/training.md, "How
-long training takes", gives the measured time) and its attention maps show the reordering.
+Babel formats each date with each locale's CLDR "full" pattern, so any locale pair works and some reorder the
+phrase (hu_HU: "2026. november 21., szombat"). Generated from a seed, nothing downloaded (lessons 06 and 07).
 """
 
 from __future__ import annotations
@@ -62,17 +57,7 @@ def _split_dates(
 def date_pair(
     date: datetime.date, src_locale: str = "en_US", tgt_locale: str = "de_DE"
 ) -> tuple[str, str]:
-    """Format one date as a (source, target) pair of long dates.
-
-    Args:
-        date: the calendar date.
-        src_locale: CLDR locale of the source sentence.
-        tgt_locale: CLDR locale of the target sentence.
-
-    Returns:
-        ``(source, target)``, e.g. ``("Saturday, November 21, 2026",
-        "Samstag, 21. November 2026")``.
-    """
+    """Format one date as a (source, target) pair of long dates."""
     src = _parse_locale(src_locale, "src_locale")
     tgt = _parse_locale(tgt_locale, "tgt_locale")
     return format_date(date, format="full", locale=src), format_date(date, format="full", locale=tgt)
@@ -95,20 +80,6 @@ def load_dates(
     from ``start_year``-01-01 .. ``end_year``-12-31, so no test date is ever seen
     in training. The same arguments always give the same pairs in the same
     order; the test split depends only on ``seed``, ``n_test`` and the year range.
-
-    Args:
-        split: "train", "validation" or "test".
-        src_locale: CLDR locale of the source side (default English, US).
-        tgt_locale: CLDR locale of the target side (default German).
-        n_train: number of training pairs.
-        n_validation: number of validation pairs.
-        n_test: number of test pairs.
-        seed: seed of the random draw of dates.
-        start_year: first year of the date range.
-        end_year: last year of the date range (inclusive).
-
-    Returns:
-        A list of ``(source, target)`` sentence pairs.
     """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
@@ -143,21 +114,7 @@ def _candidate_dates(text: str, loc: Locale) -> list[datetime.date]:
 
 
 def parse_long_date(text: str, locale: str = "en_US") -> datetime.date | None:
-    """The date that ``text`` spells out in ``locale``'s full format, or None.
-
-    Only exactly what :func:`date_pair` writes is recognised ("Friday, March 3, 2023" in
-    en_US, not "2023-03-03", "March 3" or "Saturday, March 3, 2023", whose weekday is wrong:
-    see :func:`wrong_weekday`), so ``translate`` can warn about input unlike the training
-    data. Any year from 1 to 9999 is recognised; the caller compares it with the years the
-    model saw.
-
-    Args:
-        text: a sentence.
-        locale: the CLDR locale it should be written in.
-
-    Returns:
-        The date, or None when ``text`` is not a full date of ``locale``.
-    """
+    """The date that ``text`` spells out in ``locale``'s full format, or None."""
     loc = _parse_locale(locale, "locale")
     wanted = text.strip()
     for date in _candidate_dates(wanted, loc):
@@ -172,14 +129,6 @@ def wrong_weekday(text: str, locale: str = "en_US") -> datetime.date | None:
     "Saturday, March 3, 2023" gives ``date(2023, 3, 3)``, a Friday: the text is what
     :func:`date_pair` writes for that date except for the name of the day. The dataset never
     holds such a sentence, so ``translate`` says what is wrong with it.
-
-    Args:
-        text: a sentence.
-        locale: the CLDR locale it should be written in.
-
-    Returns:
-        The date that the rest of ``text`` names, or None when ``text`` is not a full date of
-        ``locale`` with another weekday (a correct full date gives None too).
     """
     loc = _parse_locale(locale, "locale")
     wanted = text.strip()

@@ -26,16 +26,7 @@ _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 
 
 def guess_language(sentence: str, min_evidence: int = 2) -> str | None:
-    """"de", "en", or None when the sentence gives too little evidence either way.
-
-    Args:
-        sentence: one sentence of text.
-        min_evidence: function words the winning language needs at least.
-
-    Returns:
-        The language whose function words the sentence holds more of (by at least
-        ``min_evidence`` words and strictly more than the other), else None.
-    """
+    """"de", "en", or None when the sentence gives too little evidence either way."""
     if not isinstance(sentence, str):
         raise TypeError(f"sentence must be a str, got {type(sentence).__name__}")
     words = [w.lower() for w in _WORD.findall(sentence)]

@@ -1,18 +1,7 @@
-"""Multi30k task 1 (German-English image captions): download, verify, load.
+"""Multi30k task 1 (Elliott et al., 2016), German-English captions: download, verify, load (lesson 08).
 
-Elliott et al., 2016, "Multi30K: Multilingual English-German Image
-Descriptions". Splits: train (29,000 pairs), validation (1,014) and test
-(test_2016_flickr, 1,000). Lesson 08 shows the GPU profile that trains the base model on it.
-
-Where the files are looked for, first match wins:
-1. the ``data_dir`` argument,
-2. the environment variable ``MINITRANSFORMER_MULTI30K_DIR``,
-3. the user cache, ``$XDG_CACHE_HOME`` (or ``~/.cache``) ``/minitransformer/multi30k``.
-
-A folder named by 1 or 2 must exist (it is never created); a missing file is downloaded into
-the folder from the dataset's public GitHub
-repository; every file, downloaded or found, must match its SHA-256 checksum.
-The files are never part of this project.
+Files are looked for in ``data_dir``, then ``$MINITRANSFORMER_MULTI30K_DIR``, then the user cache; a missing
+one is downloaded into that folder and every file must match its SHA-256.
 """
 
 from __future__ import annotations
@@ -47,14 +36,7 @@ class ChecksumError(ValueError):
 
 
 def multi30k_dir(data_dir: str | Path | None = None) -> Path:
-    """The folder where Multi30k files are looked for and downloaded to.
-
-    Args:
-        data_dir: an explicit folder; wins over the environment variable and the cache.
-
-    Returns:
-        ``data_dir``, else ``$MINITRANSFORMER_MULTI30K_DIR``, else the user cache folder.
-    """
+    """The folder where Multi30k files are looked for and downloaded to."""
     if data_dir is not None:
         return Path(data_dir).expanduser()
     if os.environ.get(ENV_VAR):
@@ -63,14 +45,7 @@ def multi30k_dir(data_dir: str | Path | None = None) -> Path:
 
 
 def sha256_of(path: str | Path) -> str:
-    """SHA-256 hex digest of a file, read in chunks.
-
-    Args:
-        path: the file.
-
-    Returns:
-        The 64-character lowercase hex digest.
-    """
+    """SHA-256 hex digest of a file, read in chunks."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
@@ -142,18 +117,6 @@ def fetch_multi30k(
 
     Files already present are checked first (a wrong one is refused, never
     overwritten), then missing ones are downloaded when ``download`` is true.
-
-    Args:
-        splits: any of "train", "validation", "test".
-        data_dir: folder to use instead of the environment variable or cache.
-        download: fetch missing files from the internet.
-
-    Returns:
-        The folder that holds the files.
-
-    Raises:
-        ChecksumError: a file's SHA-256 differs from the expected one.
-        FileNotFoundError: files are missing and could not be downloaded.
     """
     for split in splits:
         if split not in SPLIT_FILES:
@@ -189,19 +152,7 @@ def load_multi30k(
     tgt_lang: str = "en",
     download: bool = True,
 ) -> list[tuple[str, str]]:
-    """Load one split of Multi30k task 1 as sentence pairs.
-
-    Args:
-        split: "train" (29,000 pairs), "validation" (1,014) or "test" (1,000, test_2016_flickr).
-        data_dir: folder with the ``.gz`` files; default ``$MINITRANSFORMER_MULTI30K_DIR``
-            or the user cache.
-        src_lang: "de" or "en".
-        tgt_lang: the other language.
-        download: fetch missing files from the internet.
-
-    Returns:
-        A list of ``(source, target)`` sentence pairs in file order.
-    """
+    """Load one split of Multi30k task 1 as sentence pairs."""
     if {src_lang, tgt_lang} != set(LANGUAGES):
         raise ValueError(
             f"src_lang and tgt_lang must be 'de' and 'en' in either order, got "

@@ -1,17 +1,7 @@
-"""Tiny Shakespeare for the decoder-only language model of lesson 09: find, download, tokenize, batch.
+"""Tiny Shakespeare (karpathy/char-rnn's ``input.txt``) for the decoder-only language model of lesson 09.
 
-The corpus is ``input.txt`` of the ``karpathy/char-rnn`` repository: about 40,000 lines of
-Shakespeare's plays (public domain), 1,115,394 characters, 65 distinct ones. Where it is looked
-for, first match wins:
-
-1. the ``data_dir`` argument,
-2. the environment variable ``MINITRANSFORMER_DATA_DIR``,
-3. the user cache, ``$XDG_CACHE_HOME`` (or ``~/.cache``) ``/minitransformer``,
-
-each as ``<folder>/tinyshakespeare/input.txt`` or ``<folder>/input.txt``. A file found must
-match the SHA-256 below. When none is found it is downloaded into the cache (``download=True``),
-and when that fails too the loader falls back to a built-in excerpt of a few famous speeches
-(about 5 KB), so lessons and tests also run offline. The full file is never part of the project.
+Looked for in ``data_dir``, ``$MINITRANSFORMER_DATA_DIR``, then the user cache, and checked against its SHA-256;
+downloaded when missing, else a built-in excerpt, so the lessons and tests also run offline.
 """
 
 from __future__ import annotations
@@ -42,12 +32,7 @@ EXCERPT = "shakespeare_excerpt.txt"
 
 @dataclass(frozen=True)
 class Corpus:
-    """A text and where it came from.
-
-    Attributes:
-        text: the whole corpus.
-        source: the file it was read from, or ``"built-in excerpt"``.
-    """
+    """A text and where it came from."""
 
     text: str
     source: str
@@ -87,21 +72,7 @@ def _download(target: Path) -> None:
 
 def load_tiny_shakespeare(data_dir: str | Path | None = None, download: bool = True,
                           fallback: bool = True) -> Corpus:
-    """Tiny Shakespeare as one string, or the built-in excerpt when it cannot be had.
-
-    Args:
-        data_dir: folder holding ``tinyshakespeare/input.txt`` or ``input.txt``; default: see the
-            module's docstring. It is also where a download goes (else the user cache).
-        download: fetch the file from its public address when it is not found.
-        fallback: return the built-in excerpt instead of raising when the file is unavailable.
-
-    Returns:
-        A :class:`Corpus` (``.text``, ``.source``).
-
-    Raises:
-        ChecksumError: a file was found (or downloaded) but is not the expected one.
-        FileNotFoundError: no file, no download, and ``fallback=False``.
-    """
+    """Tiny Shakespeare as one string, or the built-in excerpt when it cannot be had."""
     candidates = _candidates(data_dir)
     for path in candidates:
         if path.is_file():
@@ -126,11 +97,7 @@ def load_tiny_shakespeare(data_dir: str | Path | None = None, download: bool = T
 
 
 class CharTokenizer:
-    """One token per character: the vocabulary is the sorted set of characters of a text.
-
-    Args:
-        text: the text whose characters make the vocabulary.
-    """
+    """One token per character: the vocabulary is the sorted set of characters of a text."""
 
     def __init__(self, text: str) -> None:
         if not text:
@@ -161,13 +128,6 @@ def split_ids(ids: Tensor, validation_fraction: float = 0.1) -> tuple[Tensor, Te
 
     A contiguous cut, not a random one: neighbouring characters are nearly copies of each other,
     so scattering validation positions through the text would leak it into training.
-
-    Args:
-        ids: (N,) token ids.
-        validation_fraction: share of the stream kept for validation, in (0, 1).
-
-    Returns:
-        ``(train, validation)``, two 1-D tensors.
     """
     if not 0 < validation_fraction < 1:
         raise ValueError(f"validation_fraction must be between 0 and 1, got {validation_fraction}")
@@ -177,17 +137,7 @@ def split_ids(ids: Tensor, validation_fraction: float = 0.1) -> tuple[Tensor, Te
 
 def lm_batch(ids: Tensor, block_size: int, batch_size: int,
              generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
-    """Random windows of a token stream and the same windows shifted by one: inputs and next-token targets.
-
-    Args:
-        ids: (N,) token ids with N > block_size.
-        block_size: window length T.
-        batch_size: number of windows B.
-        generator: random generator for the window starts.
-
-    Returns:
-        ``(x, y)``, each (B, T); ``y[:, t]`` is the token after ``x[:, t]``.
-    """
+    """Random windows of a token stream and the same windows shifted by one: inputs and next-token targets."""
     if len(ids) <= block_size:
         raise ValueError(f"the stream has {len(ids)} tokens: expected more than block_size={block_size}")
     starts = torch.randint(0, len(ids) - block_size, (batch_size,), generator=generator)  # (B,)

@@ -15,28 +15,13 @@ from typing import IO
 
 
 def user_cache_dir(*parts: str) -> Path:
-    """The package's cache folder: ``$XDG_CACHE_HOME`` or ``~/.cache``, then ``minitransformer``.
-
-    Args:
-        *parts: sub-folders appended to the cache folder (not created here).
-
-    Returns:
-        The path ``<cache>/minitransformer/<parts...>``.
-    """
+    """The package's cache folder: ``$XDG_CACHE_HOME`` or ``~/.cache``, then ``minitransformer``."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base).expanduser().joinpath("minitransformer", *parts)
 
 
 def open_text(path: str | Path, encoding: str = "utf-8") -> IO[str]:
-    """Open a text file for reading, through gzip when its name ends in ``.gz``.
-
-    Args:
-        path: the file.
-        encoding: its text encoding.
-
-    Returns:
-        A text file object (use it in a ``with`` block).
-    """
+    """Open a text file for reading, through gzip when its name ends in ``.gz``."""
     path = Path(path)
     if path.suffix == ".gz":
         return gzip.open(path, "rt", encoding=encoding, newline="")
@@ -48,13 +33,6 @@ def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
 
     Surrounding whitespace and a leading byte-order mark are stripped; empty lines are
     kept so that line numbers of two parallel files stay aligned.
-
-    Args:
-        path: the file (plain or ``.gz``).
-        encoding: its text encoding.
-
-    Returns:
-        The lines, in file order.
     """
     path = Path(path)
     if not path.is_file():
@@ -80,19 +58,7 @@ def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
 def load_parallel_text(
     src_path: str | Path, tgt_path: str | Path, encoding: str = "utf-8"
 ) -> list[tuple[str, str]]:
-    """Read two line-aligned files into sentence pairs.
-
-    Args:
-        src_path: source-language file, one sentence per line (plain or ``.gz``).
-        tgt_path: target-language file with the translation of each line.
-        encoding: text encoding of both files.
-
-    Returns:
-        A list of ``(source, target)`` pairs, one per line.
-
-    Raises:
-        ValueError: when the two files have different numbers of lines.
-    """
+    """Read two line-aligned files into sentence pairs."""
     src_lines = read_lines(src_path, encoding)
     tgt_lines = read_lines(tgt_path, encoding)
     if len(src_lines) != len(tgt_lines):

@@ -1,23 +1,8 @@
-"""A byte-pair-encoding vocabulary shared by the source and the target language.
+"""A byte-pair-encoding vocabulary shared by the source and the target language (paper, section 5.1; lesson 07).
 
-Paper, section 5.1: "Sentences were encoded using byte-pair encoding, which has
-a shared source-target vocabulary of about 37000 tokens." One vocabulary for
-both sides is what lets the model share one weight matrix between the two
-embeddings and the output projection (section 3.4). Lesson 07 trains it.
-
-How text becomes tokens (the Hugging Face ``tokenizers`` library does the work):
-
-1. normalize to Unicode NFC, so "ä" is one character however it was typed;
-2. Metaspace: every space becomes "▁" and one "▁" is put in front of the text,
-   so the spaces are part of the tokens and decoding restores them exactly;
-3. split into runs of letters, single digits and single punctuation marks, each
-   with its leading "▁" ("▁Holz", "." rather than "▁Holz.");
-4. BPE merges learned on the training sentences of both languages.
-
-``decode(encode(text)) == text`` holds for NFC text without leading or trailing
-spaces whose characters appeared in training or belong to the fixed alphabet
-(ASCII, German letters, common quotes and dashes); any other character becomes
-``<unk>``.
+One vocabulary for both sides lets the model tie its two embeddings and the output projection (section 3.4).
+Text is NFC-normalised, spaces become "▁" (so decoding restores them), then cut into letter runs, digits and
+single symbols before the BPE merges; characters never seen and outside :data:`ALPHABET` become ``<unk>``.
 """
 
 from __future__ import annotations
@@ -83,10 +68,6 @@ class SharedTokenizer:
     ``pad_id=0``, ``bos_id=1``, ``eos_id=2``, ``unk_id=3``. Build one with
     :meth:`train` (or :meth:`cached`, which trains once and reuses the result),
     :meth:`from_str` or :meth:`load`.
-
-    Args:
-        tokenizer: a trained ``tokenizers.Tokenizer`` whose vocabulary starts
-            with ``<pad> <bos> <eos> <unk>``.
     """
 
     pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
@@ -104,17 +85,7 @@ class SharedTokenizer:
     def train(
         cls, pairs: Iterable[tuple[str, str]], vocab_size: int = 8000, min_frequency: int = 2
     ) -> SharedTokenizer:
-        """Learn BPE merges on the source and target sentences together.
-
-        Args:
-            pairs: ``(source, target)`` training sentence pairs.
-            vocab_size: largest vocabulary, special tokens included; smaller when
-                the text has fewer pairs worth merging (a tiny corpus like dates).
-            min_frequency: a pair of symbols is merged only if it occurs this often.
-
-        Returns:
-            The trained tokenizer.
-        """
+        """Learn BPE merges on the source and target sentences together."""
         return cls._train_texts(_pair_texts(pairs), vocab_size, min_frequency)
 
     @classmethod
@@ -147,24 +118,7 @@ class SharedTokenizer:
         min_frequency: int = 2,
         cache_dir: str | Path | None = None,
     ) -> SharedTokenizer:
-        """Like :meth:`train`, but stored in a cache file and reused next time.
-
-        The cache is keyed by a SHA-256 hash of the sentences, the settings and the
-        ``tokenizers`` version, so other data or settings never reuse it. The file holds the
-        full key and a checksum of the tokenizer, both checked on every load: a truncated or
-        damaged file, or one replaced by another tokenizer, is trained again and rewritten,
-        with a :class:`CacheWarning` naming it.
-
-        Args:
-            pairs: ``(source, target)`` training sentence pairs.
-            vocab_size: see :meth:`train`.
-            min_frequency: see :meth:`train`.
-            cache_dir: folder of the cache files; default
-                ``$XDG_CACHE_HOME`` (or ``~/.cache``) ``/minitransformer/tokenizers``.
-
-        Returns:
-            The trained (or reloaded) tokenizer.
-        """
+        """Like :meth:`train`, but stored in a cache file and reused next time."""
         texts = _pair_texts(pairs)
         digest = hashlib.sha256()
         settings = {
@@ -198,15 +152,7 @@ class SharedTokenizer:
 
     @classmethod
     def from_str(cls, text: str, source: str = "tokenizer JSON") -> SharedTokenizer:
-        """Rebuild a tokenizer from :meth:`to_str`'s JSON string.
-
-        Args:
-            text: the JSON string.
-            source: where it comes from (a file name), for error messages.
-
-        Raises:
-            ValueError: the text is not a tokenizer of this kind (the message names ``source``).
-        """
+        """Rebuild a tokenizer from :meth:`to_str`'s JSON string."""
         try:
             tokenizer = Tokenizer.from_str(text)
         except Exception as error:  # the Rust library raises a bare Exception
@@ -223,11 +169,7 @@ class SharedTokenizer:
 
     @classmethod
     def load(cls, path: str | Path) -> SharedTokenizer:
-        """Read a tokenizer written by :meth:`save`.
-
-        Raises:
-            ValueError: the file is not valid UTF-8 tokenizer JSON (the message names it).
-        """
+        """Read a tokenizer written by :meth:`save`."""
         try:
             text = Path(path).read_text(encoding="utf-8")
         except UnicodeDecodeError as error:
@@ -245,16 +187,7 @@ class SharedTokenizer:
         return self.vocab_size
 
     def encode(self, text: str, add_bos: bool = False, add_eos: bool = True) -> list[int]:
-        """Token ids of one sentence.
-
-        Args:
-            text: the sentence.
-            add_bos: put ``bos_id`` first.
-            add_eos: put ``eos_id`` last (the form :func:`collate_pairs` expects).
-
-        Returns:
-            The ids, e.g. ``[412, 97, 5, 2]``.
-        """
+        """Token ids of one sentence."""
         return self._wrap(self.tokenizer.encode(text, add_special_tokens=False).ids, add_bos, add_eos)
 
     def encode_batch(self, texts: Sequence[str], add_bos: bool = False, add_eos: bool = True) -> list[list[int]]:
@@ -269,15 +202,6 @@ class SharedTokenizer:
         """Text of a sequence of ids: stops at the first ``eos``, drops ``pad`` and ``bos``.
 
         ``<unk>`` stays visible in the text, so a reader sees what was unknown.
-
-        Args:
-            ids: token ids (a list, or a 1-D tensor).
-
-        Returns:
-            The detokenized sentence.
-
-        Raises:
-            ValueError: an id outside the vocabulary (it has no text; it would be dropped unseen).
         """
         kept = []
         for i in ids:
@@ -351,15 +275,7 @@ class TokenizationReport:
 
 
 def tokenization_report(tokenizer: SharedTokenizer, sentences: Sequence[str]) -> TokenizationReport:
-    """Vocabulary size and tokens per sentence (without specials) over a corpus.
-
-    Args:
-        tokenizer: the tokenizer.
-        sentences: the corpus, e.g. all source and target training sentences.
-
-    Returns:
-        A :class:`TokenizationReport`.
-    """
+    """Vocabulary size and tokens per sentence (without specials) over a corpus."""
     if not sentences:
         raise ValueError("expected at least one sentence, got an empty corpus")
     rows = tokenizer.encode_batch(sentences, add_eos=False)

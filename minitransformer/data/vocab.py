@@ -18,11 +18,7 @@ def words(sentence: str) -> list[str]:
 
 
 class Vocabulary:
-    """Word <-> id table: ``<pad>``=0, ``<bos>``=1, ``<eos>``=2, ``<unk>``=3, then words.
-
-    Args:
-        tokens: the words, in id order, after the four special tokens.
-    """
+    """Word <-> id table: ``<pad>``=0, ``<bos>``=1, ``<eos>``=2, ``<unk>``=3, then words."""
 
     pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
 
@@ -34,15 +30,7 @@ class Vocabulary:
 
     @classmethod
     def build(cls, sentences: Iterable[str], min_count: int = 1) -> Vocabulary:
-        """Collect the words of some sentences, most frequent first (ties alphabetical).
-
-        Args:
-            sentences: the corpus.
-            min_count: keep words seen at least this often.
-
-        Returns:
-            The vocabulary.
-        """
+        """Collect the words of some sentences, most frequent first (ties alphabetical)."""
         counts = Counter(w for s in sentences for w in words(s))
         kept = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
         return cls(kept)

@@ -1,20 +1,9 @@
 """A sentence classification task for the encoder-only classifier of lesson 09: is the word order real?
 
-Half of the sentences keep their words in the order their author wrote them (label 1), the other
-half have their words shuffled (label 0, never equal to the original). Both classes hold exactly
-the same words, so a bag-of-words model cannot beat chance, by construction: the only signal is
-the order, which an encoder sees through its positional encoding. It is a small cousin of the
-grammatical-acceptability tasks that encoder models are tested on.
-
-Every sentence, kept or shuffled, is first reduced to its :func:`plain_words` (lowercase, the
-punctuation at the ends of words removed). Without that, the task has a shortcut that needs no
-notion of order: 95.3% of the English captions of Multi30k's validation split end in a word
-carrying ".", so "original iff the last word ends with '.'" scored 92.8% on that split, and a
-capital first letter gives away the first word in the same way.
-
-The sentences are the English captions of Multi30k (:func:`~minitransformer.data.load_multi30k`)
-when their files are on disk; otherwise English and German long dates
-(:func:`~minitransformer.data.load_dates`), which are always available.
+Both classes hold the same words, so only the order (seen through the positional encoding) tells them
+apart. Sentences are reduced to :func:`plain_words` first: with their punctuation, "original iff the last
+word ends with '.'" scored 92.8% on Multi30k's validation captions. Without Multi30k on disk the sentences
+are long dates.
 """
 
 from __future__ import annotations
@@ -35,13 +24,7 @@ ORIGINAL, SHUFFLED = 1, 0
 
 @dataclass(frozen=True)
 class WordOrderData:
-    """Labelled sentences and where they came from.
-
-    Attributes:
-        sentences: the (possibly shuffled) sentences.
-        labels: 1 where the word order is the original one, 0 where it is shuffled.
-        source: ``"multi30k"`` or ``"dates"``.
-    """
+    """Labelled sentences and where they came from."""
 
     sentences: list[str]
     labels: list[int]
@@ -53,12 +36,6 @@ def plain_words(sentence: str) -> list[str]:
 
     ``"A man, in a hat."`` gives ``["a", "man", "in", "a", "hat"]``; a piece that is only
     punctuation disappears. Inner characters stay (``"t-shirt"``, ``"man's"``).
-
-    Args:
-        sentence: any text; words are split at whitespace.
-
-    Returns:
-        The words, in their order.
     """
     stripped = (w.strip(string.punctuation) for w in sentence.lower().split())
     return [w for w in stripped if w]
@@ -69,15 +46,6 @@ def shuffle_word_order(sentences: list[str], seed: int = 0, min_words: int = 3) 
 
     Every sentence is reduced to its :func:`plain_words` first, in both classes, so that neither
     punctuation (the final ".") nor capitals mark where the original sentence ends or starts.
-
-    Args:
-        sentences: the sentences; words are split at whitespace.
-        seed: seed of the coin flips and of the shuffles.
-        min_words: sentences with fewer words are dropped (too few orders to tell apart).
-
-    Returns:
-        ``(sentences, labels)``: the plain words joined by single spaces; a shuffled sentence
-        always differs from its original.
     """
     rng = random.Random(seed)
     out, labels = [], []
@@ -103,15 +71,6 @@ def load_word_order(split: str = "train", data_dir: str | Path | None = None, li
 
     Nothing is downloaded: Multi30k is used only when its files are already in ``data_dir``
     (default: ``$MINITRANSFORMER_MULTI30K_DIR``, else the user cache, see :func:`multi30k_dir`).
-
-    Args:
-        split: "train", "validation" or "test".
-        data_dir: folder with the Multi30k files.
-        limit: keep the first ``limit`` sentences of the split (None: all).
-        seed: seed of the labels and shuffles (each split adds its own offset).
-
-    Returns:
-        A :class:`WordOrderData`.
     """
     try:
         fetch_multi30k((split,), data_dir, download=False)
@@ -129,16 +88,7 @@ def load_word_order(split: str = "train", data_dir: str | Path | None = None, li
 
 
 def pad_sequences(sequences: list[list[int]], pad_id: int = 0, max_len: int | None = None) -> Tensor:
-    """Right-pad lists of ids into one (B, T) int64 tensor, T the longest (cut to ``max_len``).
-
-    Args:
-        sequences: B lists of token ids.
-        pad_id: the padding id.
-        max_len: longest row kept; longer ones are truncated.
-
-    Returns:
-        (B, T) int64.
-    """
+    """Right-pad lists of ids into one (B, T) int64 tensor, T the longest (cut to ``max_len``)."""
     if not sequences:
         raise ValueError("sequences is empty: expected at least one list of ids")
     rows = [s[:max_len] if max_len is not None else s for s in sequences]

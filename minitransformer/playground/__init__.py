@@ -1,31 +1,10 @@
-"""Live controls for the lessons: one small computed view per idea, drawn for any setting.
+"""Live controls for the lessons: a function computes a view's numbers, a ``draw_...(fig, **settings)`` draws them.
 
-Each lesson's view is a pair: a function that computes what the view shows (it returns
-tensors in a small dataclass, and is tested) and a ``draw_...(fig, **settings)`` function that
-draws it into a Matplotlib figure. :mod:`~minitransformer.playground.controls` turns a draw function
-into a figure (:func:`plot_view`), into panels for 2-3 chosen values (:func:`static_panels`, for the
-stored notebook and the website) or into ipywidgets controls (:func:`live`)::
+    static_panels(draw_softmax_saturation, "scaled", [False, True], d_k=256)  # stored figure, 2-3 settings
+    live(draw_softmax_saturation, d_k=[1, 4, 16, 64, 256, 1024], scaled=True)  # ipywidgets controls
 
-    from minitransformer.playground import draw_softmax_saturation, live, static_panels
-
-    static_panels(draw_softmax_saturation, "scaled", [False, True], d_k=256)
-    live(draw_softmax_saturation, d_k=[1, 4, 16, 64, 256, 1024], scaled=True)
-
-Every view computes in a fraction of a second on a CPU, and every random draw is seeded
-(a ``seed`` argument) without touching PyTorch's global generator.
-
-The views, by lesson (compute, then draw):
-
-* 01: :func:`embedding_scale`, :func:`draw_embedding_scale`
-* 02: :func:`positional_table`, :func:`draw_positional_table`; :func:`offset_rotation`, :func:`draw_offset_rotation`
-* 03: :func:`softmax_saturation`, :func:`draw_softmax_saturation`; :func:`masked_attention`,
-  :func:`draw_masked_attention`
-* 04: :func:`head_patterns`, :func:`draw_head_patterns`
-* 05: :func:`layer_gradients`, :func:`draw_layer_gradients`
-* 07: :func:`smoothed_target`, :func:`draw_smoothed_target`; :func:`warmup_schedule`, :func:`draw_warmup_schedule`
-* 08: :func:`beam_hypotheses`, :func:`sentence_beams`, :func:`draw_beam_search`
-* 09: :func:`next_token_distribution`, :func:`draw_next_token`; :func:`sample_texts`, :func:`draw_sampling`
-* 10: :func:`compare_variants`, :func:`draw_variant_comparison`
+Each view computes in a fraction of a second on a CPU; random draws are seeded without touching
+PyTorch's global generator.
 """
 
 from .attention import (

@@ -1,12 +1,6 @@
 """Lesson 03: why the scores are divided by sqrt(d_k), and what a mask does to the weights.
 
-* :func:`softmax_saturation`: a query and ``n_keys`` keys with unit-variance entries give
-  scores q . k of variance d_k. Unscaled, the softmax of such scores turns one-hot as d_k
-  grows (its largest weight goes to 1, its entropy to 0, its gradient vanishes); divided by
-  sqrt(d_k) the scores keep variance 1 and the softmax looks the same at every d_k.
-* :func:`masked_attention`: the weights of a toy sentence under a padding mask (click the
-  positions that are padding) and/or the causal mask: hidden keys get exactly 0 and every
-  row still sums to 1.
+Scores of unit-variance queries and keys have variance d_k: unscaled, the softmax turns one-hot as d_k grows.
 """
 
 from __future__ import annotations
@@ -34,14 +28,7 @@ D_K_VALUES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 @dataclass(frozen=True)
 class SoftmaxSaturation:
-    """What :func:`softmax_saturation` computed.
-
-    Attributes:
-        weights: one softmax row per query, (n_queries, n_keys).
-        max_weight: the largest weight of a row, averaged over the queries (1 / n_keys to 1).
-        entropy: the entropy of a row in nats, averaged (0 to ln n_keys).
-        d_k, scaled: the settings.
-    """
+    """What :func:`softmax_saturation` computed."""
 
     weights: Tensor
     max_weight: float
@@ -57,18 +44,8 @@ def softmax_saturation(d_k: int = 64, scaled: bool = True, n_keys: int = 10, n_q
     Queries and keys have independent N(0, 1) entries, as the paper's footnote 4 assumes; the
     same ``seed`` gives the same draws for both settings of ``scaled``.
 
-    Args:
-        d_k: width of queries and keys.
-        scaled: divide the scores by sqrt(d_k) (the paper); False uses q . k as it is.
-        n_keys: keys per query (at least 2).
-        n_queries: rows averaged over.
-        seed: seeds the draws.
-
     Shape:
         ``weights`` is (n_queries, n_keys).
-
-    Returns:
-        A :class:`SoftmaxSaturation`.
     """
     if not isinstance(scaled, bool):
         raise TypeError(f"scaled must be True or False, got {scaled!r}")
@@ -101,9 +78,6 @@ def draw_softmax_saturation(fig: Figure | SubFigure, d_k: int = 64, scaled: bool
 
     The two curves (scaled and unscaled) are swept over :data:`D_K_VALUES` with the same seed;
     the point of the chosen setting is ringed.
-
-    Returns:
-        What the first axes shows, a :class:`SoftmaxSaturation`.
     """
     check_figure(fig, "draw_softmax_saturation")
     view = softmax_saturation(d_k, scaled, n_keys, seed=seed)
@@ -140,13 +114,7 @@ def draw_softmax_saturation(fig: Figure | SubFigure, d_k: int = 64, scaled: bool
 
 @dataclass(frozen=True)
 class MaskedAttention:
-    """What :func:`masked_attention` computed.
-
-    Attributes:
-        tokens: the words at each position, ``"<pad>"`` where padded.
-        mask: True where query (row) may attend to key (column), (T, T).
-        weights: the attention weights, (T, T); masked entries are exactly 0.
-    """
+    """What :func:`masked_attention` computed."""
 
     tokens: list[str]
     mask: Tensor
@@ -162,18 +130,8 @@ def masked_attention(padded: Sequence[int] = (), causal: bool = False, sentence:
     its key is hidden from every query by :func:`make_padding_mask`; ``causal`` adds
     :func:`make_causal_mask`, which hides every key after the query.
 
-    Args:
-        padded: positions (0-based) that are padding.
-        causal: also hide the future (the decoder's self-attention).
-        sentence: the words, separated by spaces (at most 24).
-        d_model: width of the vectors.
-        seed: seeds the word vectors and projections.
-
     Shape:
         ``mask`` and ``weights`` are (T, T), T = number of words.
-
-    Returns:
-        A :class:`MaskedAttention`.
     """
     if not isinstance(sentence, str) or not sentence.split():
         raise ValueError(f"sentence must be some words separated by spaces, got {sentence!r}")
@@ -212,11 +170,7 @@ def masked_attention(padded: Sequence[int] = (), causal: bool = False, sentence:
 def draw_masked_attention(fig: Figure | SubFigure, padded: Sequence[int] = (), causal: bool = False,
                           sentence: str = "the cat sat on the mat", d_model: int = 16,
                           seed: int = 0) -> MaskedAttention:
-    """The mask (may attend: yellow) and the weights written in their cells: 2 axes.
-
-    Returns:
-        What was drawn, a :class:`MaskedAttention`.
-    """
+    """The mask (may attend: yellow) and the weights written in their cells: 2 axes."""
     check_figure(fig, "draw_masked_attention")
     view = masked_attention(padded, causal, sentence, d_model, seed)
     mask_ax, weight_ax = fig.subplots(1, 2)

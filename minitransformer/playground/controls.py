@@ -1,18 +1,7 @@
-"""One view, three ways to show it: a figure for one setting, panels for a few, and live controls.
+"""One view, three ways to show it: :func:`plot_view`, :func:`static_panels` (stored in the lesson), :func:`live`.
 
-Every view of the playground is a ``draw_...(fig, **settings)`` function that draws into a
-Matplotlib ``Figure`` (or a ``SubFigure``) and computes what it shows with a small function of
-the package. This module turns such a function into:
-
-* :func:`plot_view`: a ``Figure`` for one setting;
-* :func:`static_panels`: the same view side by side for 2-3 chosen values of one setting, the
-  figure a lesson stores for readers without a kernel (and for the website);
-* :func:`live`: ipywidgets controls (sliders, drop-downs, check boxes, text boxes) and an output
-  area redrawn whenever a control moves.
-
-Figures are made with ``matplotlib.figure.Figure``, not pyplot, so that redrawing a view a
-hundred times leaves no open figures behind. ipywidgets is imported only inside :func:`live`:
-it comes with the ``notebooks`` extra, and the package imports without it.
+Figures are ``matplotlib.figure.Figure`` rather than pyplot, so a view redrawn a hundred times leaves no figure
+open; ipywidgets (the ``notebooks`` extra) is imported only inside :func:`live`.
 """
 
 from __future__ import annotations
@@ -45,14 +34,7 @@ def figure_size(width: float, height: float) -> Callable[[DrawFunction], DrawFun
 
 
 def options_from(**rules: Callable[..., Sequence[Any]]) -> Callable[[DrawFunction], DrawFunction]:
-    """Decorator: the options of a setting's control computed from the other settings.
-
-    ``@options_from(padded=lambda sentence, **_: range(len(sentence.split())))`` makes the list of
-    positions that :func:`live` offers for ``padded`` follow the sentence: each rule is called with
-    every setting of the view by name (the draw function's defaults, the fixed values and the
-    controls' values) and returns the options. :func:`live` applies it when it builds the controls
-    and whenever another control moves, keeping the chosen values that are still options.
-    """
+    """Decorator: the options of a setting's control computed from the other settings."""
     for name, rule in rules.items():
         if not callable(rule):
             raise TypeError(f"options_from: the rule for {name!r} must be a function of the settings, got {rule!r}")
@@ -109,16 +91,7 @@ def _size(draw: DrawFunction, figsize: tuple[float, float] | None) -> tuple[floa
 
 
 def plot_view(draw: DrawFunction, *, figsize: tuple[float, float] | None = None, **settings: Any) -> Figure:
-    """The view of ``draw`` for one setting, as a new ``Figure``.
-
-    Args:
-        draw: a ``draw_...(fig, **settings)`` function of the playground.
-        figsize: (width, height) in inches; default the size the draw function asks for.
-        settings: keyword arguments of ``draw``.
-
-    Returns:
-        The Figure (shown by Jupyter when it is a cell's last value).
-    """
+    """The view of ``draw`` for one setting, as a new ``Figure``."""
     _check_names(draw, list(settings))
     figure = Figure(figsize=_size(draw, figsize), layout="constrained")
     draw(figure, **settings)
@@ -132,18 +105,6 @@ def static_panels(draw: DrawFunction, param_name: str, values: Sequence[Any], *,
 
     Each panel is a ``SubFigure`` titled ``"<param_name> = <value>"`` (or by ``titles``); the
     other settings are the same in every panel.
-
-    Args:
-        draw: a ``draw_...(fig, **settings)`` function of the playground.
-        param_name: the setting that changes from panel to panel.
-        values: its values, one panel each (1 to 6; 2 or 3 read best).
-        figsize: size of one panel; default the size the draw function asks for.
-        titles: one title per panel instead of ``"<param_name> = <value>"``.
-        stacked: panels one above the other instead of side by side (for views wider than tall).
-        fixed_settings: the other keyword arguments of ``draw``.
-
-    Returns:
-        The Figure, one sub-figure per value.
     """
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         raise TypeError(f"values must be a list of settings of {param_name!r}, got {type(values).__name__}")
@@ -236,39 +197,6 @@ def live(draw: DrawFunction, *, continuous_update: bool = False, figsize: tuple[
     """ipywidgets controls for the settings of ``draw``, and the view redrawn whenever one moves.
 
     Each keyword names a setting of ``draw``; its value says which control to build:
-
-    * ``(min, max)`` or ``(min, max, step)``: a slider (integer if all three are ints);
-    * a list (of values, or of ``(label, value)`` pairs): a slider over the values when they are
-      all numbers, else a drop-down;
-    * a set: a list to pick several values from (ctrl- or shift-click), passed as a tuple;
-      where ``draw`` computes a setting's options from the others (:func:`options_from`: the
-      ``padded`` of ``draw_masked_attention`` offers one position per word of ``sentence``),
-      the options follow those settings and the set's own values are replaced;
-    * a bool: a check box starting there; a str: a text box starting with it;
-    * an ipywidgets widget: used as it is;
-    * anything else (a model, a number, None), or a value wrapped in :func:`fixed`: passed to
-      ``draw`` unchanged, with no control.
-
-    A control starts at ``draw``'s default for that setting when the default is one of its values.
-
-    Args:
-        draw: a ``draw_...(fig, **settings)`` function of the playground.
-        continuous_update: redraw while a slider is dragged (only for views that compute
-            instantly); by default the view is redrawn when the slider is released.
-        figsize: size of the figure; default the size the draw function asks for.
-        controls: the settings, as above.
-
-    Returns:
-        An ``ipywidgets.VBox``: the controls in a row, then the output area. Display it (make it
-        a cell's last value).
-
-    Raises:
-        ImportError: ipywidgets is not installed (it comes with the ``notebooks`` extra).
-        ValueError: a setting that ``draw`` does not have, no control at all, or a malformed one.
-
-    Example: ``live(draw_masked_attention, padded={0, 1, 2, 3, 4, 5}, causal=False)`` lists the six
-    positions of the default sentence to mark as padding and adds a check box for the causal mask;
-    with ``sentence="..."`` as well, a text box, and the positions follow the words typed in it.
     """
     widgets = _ipywidgets()
     named = _check_names(draw, list(controls))

@@ -1,13 +1,6 @@
-"""Lesson 08: what beam search keeps, and how the length penalty ranks it.
+"""Lesson 08: what beam search keeps, and how the length penalty lp(L) = ((5 + L) / 6)^alpha ranks it.
 
-:func:`~minitransformer.decoding.beam_search` returns only its winner; its ``on_finished`` hook
-reports every hypothesis that finished. :func:`beam_hypotheses` collects them for one sentence,
-with its log-probability log P(Y), its length L (tokens after the start token) and its score
-log P(Y) / lp(L), lp(L) = ((5 + L) / 6)^alpha. Its winner is ``beam_search``'s output (the tests
-check it), and with ``beam_size=1`` it is greedy decoding.
-
-Raising ``alpha`` divides long hypotheses' (more negative) log-probabilities by more, so it
-favours longer outputs; ``alpha = 0`` ranks by log P(Y) alone, which favours short ones.
+A larger ``alpha`` favours longer outputs; ``alpha = 0`` ranks by log P(Y) alone, which favours short ones.
 """
 
 from __future__ import annotations
@@ -43,17 +36,7 @@ class SentenceTokenizer(Protocol):
 
 @dataclass(frozen=True)
 class Hypothesis:
-    """One finished hypothesis of beam search.
-
-    Attributes:
-        ids: its token ids, beginning with the start token (and ending with the end token
-            unless it was cut at the length limit).
-        log_prob: log P(Y given the source), the sum of its tokens' log-probabilities.
-        length: L, the number of tokens after the start token (the end token included).
-        score: log_prob / lp(length), what beam search ranks by.
-        ended: True if it ends with the end token, False if the length limit cut it.
-        text: its detokenized text, when a tokenizer was given (else None).
-    """
+    """One finished hypothesis of beam search."""
 
     ids: list[int]
     log_prob: float
@@ -65,14 +48,7 @@ class Hypothesis:
 
 @dataclass(frozen=True)
 class BeamHypotheses:
-    """What :func:`beam_hypotheses` found.
-
-    Attributes:
-        hypotheses: every finished hypothesis, best score first (ties: the one found first).
-        best: the winner, ``hypotheses[0]``: what :func:`~minitransformer.decoding.beam_search` returns.
-        beam_size, alpha: the settings (``beam_size`` cut to the vocabulary size).
-        steps: decoding steps taken.
-    """
+    """What :func:`beam_hypotheses` found."""
 
     hypotheses: list[Hypothesis]
     best: Hypothesis
@@ -87,19 +63,6 @@ def beam_hypotheses(model: Transformer, src: Tensor, bos_id: int, eos_id: int | 
     """Beam search on one sentence, keeping every finished hypothesis and its score.
 
     The arguments mean what they mean for :func:`~minitransformer.decoding.beam_search`.
-
-    Args:
-        model: a :class:`Transformer`, in eval mode.
-        src: the source ids of one sentence, (S,) or (1, S).
-        bos_id, eos_id: start and end tokens (``eos_id`` None: every hypothesis runs to the limit).
-        beam_size: hypotheses kept (paper: 4); cut to the vocabulary size.
-        alpha: length penalty exponent, >= 0 (paper: 0.6).
-        max_extra_len: output tokens allowed beyond the source length (paper: 50).
-        max_len: a fixed output length limit instead.
-        banned_ids: token ids never generated (default: the pad id and ``bos_id``).
-
-    Returns:
-        A :class:`BeamHypotheses`.
     """
     if isinstance(src, Tensor) and src.dim() == 1:
         src = src[None]  # (1, S)
@@ -121,18 +84,7 @@ def beam_hypotheses(model: Transformer, src: Tensor, bos_id: int, eos_id: int | 
 
 def sentence_beams(model: Transformer, tokenizer: SentenceTokenizer, sentence: str, beam_size: int = 4,
                    alpha: float = 0.6, max_extra_len: int = 50) -> BeamHypotheses:
-    """:func:`beam_hypotheses` for a sentence, as :func:`~minitransformer.evaluation.translate_sentences` encodes it.
-
-    Args:
-        model: a trained :class:`Transformer` (it is put in eval mode).
-        tokenizer: the tokenizer it was trained with (``encode`` adds the end token, as the
-            package's ``SharedTokenizer`` does).
-        sentence: the source sentence.
-        beam_size, alpha, max_extra_len: as in :func:`beam_hypotheses`.
-
-    Returns:
-        A :class:`BeamHypotheses` whose hypotheses carry their ``text``.
-    """
+    """:func:`beam_hypotheses` for a sentence, as :func:`~minitransformer.evaluation.translate_sentences` encodes it."""
     if not isinstance(sentence, str) or not sentence.strip():
         raise ValueError(f"sentence must be a non-empty string to translate, got {sentence!r}")
     ids = list(tokenizer.encode(sentence))
@@ -155,15 +107,6 @@ def draw_beam_search(fig: Figure | SubFigure, model: Transformer, tokenizer: Sen
 
     The winner is red. On the right, each dashed curve holds the log P that a hypothesis of
     that length needs to tie the winner's score: points above it would win.
-
-    Args:
-        fig: where to draw.
-        model, tokenizer, sentence, beam_size, alpha: as in :func:`sentence_beams`.
-        shown: most hypotheses listed on the left.
-        options: more arguments of :func:`sentence_beams` (``max_extra_len``).
-
-    Returns:
-        What was drawn, a :class:`BeamHypotheses`.
     """
     check_figure(fig, "draw_beam_search")
     found = sentence_beams(model, tokenizer, sentence, beam_size, alpha, **options)

@@ -25,13 +25,7 @@ __all__ = ["LayerGradients", "draw_layer_gradients", "layer_gradients"]
 
 @dataclass(frozen=True)
 class LayerGradients:
-    """What :func:`layer_gradients` measured.
-
-    Attributes:
-        gradient_norms: the norm of each layer's parameter gradient, (N,), layer 1 first.
-        stream_norms: mean norm of a position's vector entering layer 1 .. N and leaving layer N, (N + 1,).
-        n_layers, norm_first: the settings.
-    """
+    """What :func:`layer_gradients` measured."""
 
     gradient_norms: Tensor
     stream_norms: Tensor
@@ -48,18 +42,8 @@ def layer_gradients(n_layers: int = 12, norm_first: bool = False, d_model: int =
     unit-variance entries); the loss is the mean squared distance to random targets. The same
     seed gives the same weights and data to both arrangements.
 
-    Args:
-        n_layers: depth N (1 to 64).
-        norm_first: False for post-LN (the paper), True for pre-LN (a departure).
-        d_model: model width.
-        n_heads: attention heads; must divide ``d_model``.
-        seed: seeds the weights and the data.
-
     Shape:
         ``gradient_norms`` (N,), ``stream_norms`` (N + 1,).
-
-    Returns:
-        A :class:`LayerGradients`.
     """
     check_int(n_layers, "n_layers", 1, at_most=64)
     check_int(d_model, "d_model", 2, at_most=1024)
@@ -98,9 +82,6 @@ def draw_layer_gradients(fig: Figure | SubFigure, n_layers: int = 12, norm_first
     """Gradient norm per layer (log scale) and the size of the residual stream: 2 axes.
 
     With ``compare`` the other arrangement is drawn too, thin and dashed.
-
-    Returns:
-        What was drawn for ``norm_first``, a :class:`LayerGradients`.
     """
     check_figure(fig, "draw_layer_gradients")
     view = layer_gradients(n_layers, norm_first, d_model, seed=seed)

@@ -30,18 +30,7 @@ EMBEDDING_INITS = ("normal", "xavier", "pytorch")
 
 @dataclass(frozen=True)
 class EmbeddingScale:
-    """What :func:`embedding_scale` measured.
-
-    Attributes:
-        tokens: the token part of the input, one row per position, (T, D).
-        positions: the position part, PE(0 .. T-1), (T, D).
-        token_rms: root mean square of the token part's entries.
-        position_rms: root mean square of the position part's entries (about 0.707).
-        ratio: token_rms / position_rms; 1 means both parts weigh the same in the sum.
-        token_cosine: mean cosine between the sum and its token part: near 1 when the token
-            dominates, near 0 when the position does.
-        d_model, scaled, init: the settings.
-    """
+    """What :func:`embedding_scale` measured."""
 
     tokens: Tensor
     positions: Tensor
@@ -58,22 +47,8 @@ def embedding_scale(d_model: int = 512, scaled: bool = True, init: str = "normal
                     length: int = 200, seed: int = 0) -> EmbeddingScale:
     """Token part and position part of the model's input for ``length`` random tokens (lesson 01).
 
-    Args:
-        d_model: vector width D (even).
-        scaled: multiply the embedding by sqrt(d_model), as :class:`TokenEmbedding` does
-            (section 3.4); False reads the table as it is.
-        init: how the table starts: "normal" (N(0, 1/d_model), the package's default),
-            "xavier" (Xavier-uniform, whose spread depends on the vocabulary size) or
-            "pytorch" (``nn.Embedding``'s own N(0, 1)).
-        vocab_size: number of rows V of the table.
-        length: number of positions T (one random token at each).
-        seed: seeds the table and the tokens.
-
     Shape:
         ``tokens`` and ``positions`` are (T, D).
-
-    Returns:
-        An :class:`EmbeddingScale`.
     """
     check_even(d_model, "d_model")
     check_int(vocab_size, "vocab_size", 1)
@@ -107,15 +82,7 @@ def embedding_scale(d_model: int = 512, scaled: bool = True, init: str = "normal
 @figure_size(9.0, 3.4)
 def draw_embedding_scale(fig: Figure | SubFigure, d_model: int = 512, scaled: bool = True, init: str = "normal",
                          vocab_size: int = 1000, seed: int = 0) -> EmbeddingScale:
-    """Histogram of the entries of both parts, and their sizes as bars (2 axes).
-
-    Args:
-        fig: where to draw.
-        d_model, scaled, init, vocab_size, seed: as in :func:`embedding_scale`.
-
-    Returns:
-        What was drawn, an :class:`EmbeddingScale`.
-    """
+    """Histogram of the entries of both parts, and their sizes as bars (2 axes)."""
     check_figure(fig, "draw_embedding_scale")
     view = embedding_scale(d_model, scaled, init, vocab_size, seed=seed)
     hist_ax, bar_ax = fig.subplots(1, 2, width_ratios=(2, 1))

@@ -1,13 +1,6 @@
 """Lesson 04: more heads at the same d_model: different patterns, the same weights and the same cost.
 
-With h heads each head works on d_k = d_model / h features. The four projections stay
-(d_model x d_model) whatever h is, so the number of parameters does not change; the matrix
-products do not grow either (h products of width d_k add up to one of width d_model). What
-changes is how the same projected features are cut up: one wide head or several narrow ones,
-each with its own softmax and so its own attention pattern.
-
-The layer is built with the same seed for every h, so its weight matrices are the same numbers
-and only the split into heads differs.
+The layer is built with the same seed for every h, so only the split of the same projections into heads differs.
 """
 
 from __future__ import annotations
@@ -29,18 +22,7 @@ __all__ = ["HeadPatterns", "draw_head_patterns", "head_patterns"]
 
 @dataclass(frozen=True)
 class HeadPatterns:
-    """What :func:`head_patterns` computed.
-
-    Attributes:
-        tokens: the words of the sentence.
-        weights: each head's attention weights, (h, T, T).
-        n_heads, d_model, d_k: the sizes (d_k = d_model / h).
-        parameters: weights and biases of the layer: 4 d_model^2 + 4 d_model for every h.
-        flops: floating-point operations of one forward pass, counted by PyTorch's FlopCounterMode
-            (matrix products only): the same for every h.
-        expected_flops: the count by formula, 8 T d_model^2 (four projections) + 4 T^2 d_model
-            (scores and weighted sum), batch of one.
-    """
+    """What :func:`head_patterns` computed."""
 
     tokens: list[str]
     weights: Tensor
@@ -56,18 +38,8 @@ def head_patterns(n_heads: int = 4, d_model: int = 64, sentence: str = "the cat 
                   seed: int = 0) -> HeadPatterns:
     """Per-head attention of one layer on a fixed sentence, with its parameter and FLOP counts.
 
-    Args:
-        n_heads: h; must divide ``d_model``.
-        d_model: model width (even).
-        sentence: words separated by spaces (at most 24); each distinct word gets a seeded
-            random vector, plus its positional encoding.
-        seed: seeds the word vectors and the layer (the same weights for every h).
-
     Shape:
         ``weights`` is (h, T, T), T = number of words.
-
-    Returns:
-        A :class:`HeadPatterns`.
     """
     check_int(d_model, "d_model", 2, at_most=4096)
     if d_model % 2:
@@ -112,9 +84,6 @@ def draw_head_patterns(fig: Figure | SubFigure, n_heads: int = 4, d_model: int =
     """One attention map per head on a shared 0-1 colour scale, then a colour bar: h + 1 axes.
 
     The counts (parameters, FLOPs, d_k) are in the x label of the figure.
-
-    Returns:
-        What was drawn, a :class:`HeadPatterns`.
     """
     check_figure(fig, "draw_head_patterns")
     view = head_patterns(n_heads, d_model, sentence, seed)

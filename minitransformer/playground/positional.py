@@ -1,13 +1,7 @@
 """Lesson 02: the sinusoidal table for any width, base and length, and offsets as rotations.
 
-PE(pos, 2i) = sin(pos * w_i), PE(pos, 2i+1) = cos(pos * w_i), w_i = base^(-2i/d_model)
-(section 3.5). Two views:
-
-* :func:`positional_table`: the heat map of the table, and the sine and cosine of one chosen
-  pair of columns, whose wavelength 2 pi / w_i grows from 2 pi to 2 pi * base across the pairs;
-* :func:`offset_rotation`: for an offset k the block-diagonal rotation M_k with
-  PE(pos) M_k = PE(pos + k) at every position, and the consequence: the dot product
-  PE(pos) . PE(pos + k) = sum_i cos(k w_i) depends on k alone, not on pos.
+:func:`positional_table` draws the table (section 3.5); :func:`offset_rotation` the rotation M_k with
+PE(pos) M_k = PE(pos + k), so that PE(pos) . PE(pos + k) depends on k alone.
 """
 
 from __future__ import annotations
@@ -29,14 +23,7 @@ __all__ = ["OffsetRotation", "PositionalTable", "draw_offset_rotation", "draw_po
 
 @dataclass(frozen=True)
 class PositionalTable:
-    """What :func:`positional_table` computed.
-
-    Attributes:
-        table: PE, (max_len, d_model), from :class:`PositionalEncoding`'s buffer.
-        pair: the chosen pair i (columns 2i and 2i + 1).
-        frequency: w_i = base^(-2i/d_model), radians per position.
-        wavelength: 2 pi / w_i, positions per full turn.
-    """
+    """What :func:`positional_table` computed."""
 
     table: Tensor
     pair: int
@@ -47,17 +34,8 @@ class PositionalTable:
 def positional_table(max_len: int = 100, d_model: int = 64, base: float = 10000.0, pair: int = 0) -> PositionalTable:
     """The sinusoidal table of :class:`PositionalEncoding` and one of its (sin, cos) column pairs.
 
-    Args:
-        max_len: number of positions.
-        d_model: width (even).
-        base: wavelength base (paper: 10000), greater than 1.
-        pair: which (sin, cos) pair to follow, 0 <= pair < d_model / 2.
-
     Shape:
         ``table`` is (max_len, d_model).
-
-    Returns:
-        A :class:`PositionalTable`.
     """
     check_int(max_len, "max_len", 1, at_most=100_000)
     check_even(d_model, "d_model")
@@ -71,11 +49,7 @@ def positional_table(max_len: int = 100, d_model: int = 64, base: float = 10000.
 @figure_size(10.0, 3.6)
 def draw_positional_table(fig: Figure | SubFigure, max_len: int = 100, d_model: int = 64, base: float = 10000.0,
                           pair: int = 0) -> PositionalTable:
-    """Heat map of the table (with its colour bar) and the chosen pair's two curves: 3 axes.
-
-    Returns:
-        What was drawn, a :class:`PositionalTable`.
-    """
+    """Heat map of the table (with its colour bar) and the chosen pair's two curves: 3 axes."""
     check_figure(fig, "draw_positional_table")
     view = positional_table(max_len, d_model, base, pair)
     heat_ax, line_ax = fig.subplots(1, 2)
@@ -100,16 +74,7 @@ def draw_positional_table(fig: Figure | SubFigure, max_len: int = 100, d_model: 
 
 @dataclass(frozen=True)
 class OffsetRotation:
-    """What :func:`offset_rotation` computed.
-
-    Attributes:
-        rotation: M_k, (d_model, d_model), one 2 x 2 rotation by k w_i per column pair.
-        error: the largest absolute entry of PE(pos) M_k - PE(pos + k) over the table (rounding only).
-        dots: PE(pos) . PE(pos') for all pairs of positions, (max_len, max_len).
-        along_offset: PE(pos) . PE(pos + k) for pos = 0 .. max_len - k - 1: a constant.
-        expected: sum_i cos(k w_i), the value every entry of ``along_offset`` should have.
-        offset: k.
-    """
+    """What :func:`offset_rotation` computed."""
 
     rotation: Tensor
     error: float
@@ -122,17 +87,8 @@ class OffsetRotation:
 def offset_rotation(offset: int = 5, d_model: int = 64, max_len: int = 60, base: float = 10000.0) -> OffsetRotation:
     """The rotation M_k that moves every position k steps on, and the dot products it implies.
 
-    Args:
-        offset: k, 0 <= k < max_len.
-        d_model: width (even).
-        max_len: number of positions of the table.
-        base: wavelength base (paper: 10000).
-
     Shape:
         ``rotation`` (D, D), ``dots`` (max_len, max_len), ``along_offset`` (max_len - k,).
-
-    Returns:
-        An :class:`OffsetRotation`.
     """
     check_even(d_model, "d_model")
     check_int(max_len, "max_len", 1, at_most=5_000)
@@ -159,11 +115,7 @@ def offset_rotation(offset: int = 5, d_model: int = 64, max_len: int = 60, base:
 @figure_size(11.0, 3.5)
 def draw_offset_rotation(fig: Figure | SubFigure, offset: int = 5, d_model: int = 64, max_len: int = 60,
                          base: float = 10000.0, shown_dims: int = 16) -> OffsetRotation:
-    """The rotation M_k (first ``shown_dims`` dimensions), the dot-product matrix, and its k-th diagonal: 3 axes.
-
-    Returns:
-        What was drawn, an :class:`OffsetRotation`.
-    """
+    """The rotation M_k (first ``shown_dims`` dimensions), the dot-product matrix, and its k-th diagonal: 3 axes."""
     check_figure(fig, "draw_offset_rotation")
     view = offset_rotation(offset, d_model, max_len, base)
     shown = min(check_int(shown_dims, "shown_dims", 2), d_model)

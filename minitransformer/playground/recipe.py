@@ -1,13 +1,7 @@
 """Lesson 10: two variants of the recipe side by side, seed by seed, from the committed ablation run.
 
-The ablation suite's results (``benchmarks/results/ablations-cpu.json`` in the course's repository,
-written by ``python -m benchmarks.ablations``; the lesson passes ``../benchmarks/results/...``) store every
-job: its training curve (NLL per token every ``log_every`` steps), its validation perplexity
-at a few steps, and its final perplexity and BLEU. :func:`compare_variants` reads two variants
-from it (or from the suite's ``.partial.jsonl`` while it runs, through
-:func:`~minitransformer.ablation_report.load_results`) and pairs their runs by seed: the same
-seed means the same data order and the same starting weights wherever the variant allows, so
-the difference within a pair is the variant's effect plus less noise than across pairs.
+Runs are paired by seed (same data order, same start where the shapes allow), so the difference within a
+pair is the variant's effect with less noise than across pairs.
 """
 
 from __future__ import annotations
@@ -50,19 +44,7 @@ def ablation_variants(results: dict[str, Any] | str | Path) -> list[str]:
 
 @dataclass(frozen=True)
 class VariantComparison:
-    """What :func:`compare_variants` read.
-
-    Attributes:
-        variant, reference: the two variants' names.
-        kind: "valid" (validation perplexity) or "train" (training NLL per token).
-        steps: the steps of the curves.
-        curves: variant name -> seed -> curve values (NaN where a run diverged).
-        finals: variant name -> seed -> final value of ``metric`` (None where a run diverged).
-        metric: "ppl" or "bleu".
-        paired: the seeds both variants ran, in order.
-        differences: variant minus reference per paired seed (None where either diverged).
-        labels: variant name -> its one-line description from the results.
-    """
+    """What :func:`compare_variants` read."""
 
     variant: str
     reference: str
@@ -78,19 +60,7 @@ class VariantComparison:
 
 def compare_variants(variant: str = "pre_ln", reference: str = "baseline", kind: str = "valid", metric: str = "ppl",
                      *, results: dict[str, Any] | str | Path) -> VariantComparison:
-    """Curves and final figures of two variants of the ablation suite, paired by seed.
-
-    Args:
-        variant: the variant to look at (see :func:`ablation_variants`).
-        reference: what to compare it with (usually "baseline").
-        kind: "valid" (validation perplexity at a few steps) or "train" (training NLL per token).
-        metric: the final figure: "ppl" (validation perplexity) or "bleu".
-        results: a report already loaded with :func:`~minitransformer.ablation_report.load_results`
-            (fastest for a live control), or a path to the JSON or ``.partial.jsonl``.
-
-    Returns:
-        A :class:`VariantComparison`.
-    """
+    """Curves and final figures of two variants of the ablation suite, paired by seed."""
     if kind not in CURVES:
         raise ValueError(f"kind must be one of {CURVES}, got {kind!r}")
     if metric not in SCORES:
@@ -121,11 +91,7 @@ def compare_variants(variant: str = "pre_ln", reference: str = "baseline", kind:
 def draw_variant_comparison(fig: Figure | SubFigure, variant: str = "pre_ln", reference: str = "baseline",
                             kind: str = "valid", metric: str = "ppl",
                             *, results: dict[str, Any] | str | Path) -> VariantComparison:
-    """Each seed's curve of both variants, and their final figures joined seed by seed: 2 axes.
-
-    Returns:
-        What was drawn, a :class:`VariantComparison`.
-    """
+    """Each seed's curve of both variants, and their final figures joined seed by seed: 2 axes."""
     check_figure(fig, "draw_variant_comparison")
     view = compare_variants(variant, reference, kind, metric, results=results)
     curve_ax, pair_ax = fig.subplots(1, 2, width_ratios=(1.7, 1))

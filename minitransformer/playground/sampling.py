@@ -34,15 +34,7 @@ class TextTokenizer(Protocol):
 
 @dataclass(frozen=True)
 class NextTokenDistribution:
-    """What :func:`next_token_distribution` computed.
-
-    Attributes:
-        probs: the distribution sampled from, (V,); sums to 1.
-        plain: softmax(logits) at temperature 1 without top-k, for comparison, (V,).
-        entropy: the entropy of ``probs`` in nats (0: one certain token).
-        kept: how many tokens have a probability above 0.
-        temperature, top_k: the settings.
-    """
+    """What :func:`next_token_distribution` computed."""
 
     probs: Tensor
     plain: Tensor
@@ -56,16 +48,8 @@ def next_token_distribution(logits: Tensor, temperature: float = 1.0,
                             top_k: int | None = None) -> NextTokenDistribution:
     """The next-token distribution after temperature and top-k, from the package's sampling code.
 
-    Args:
-        logits: scores of the next token, (V,).
-        temperature: >= 0; 0 is greedy.
-        top_k: None (all tokens) or 1 <= k <= V.
-
     Shape:
         ``probs`` and ``plain`` are (V,).
-
-    Returns:
-        A :class:`NextTokenDistribution`.
     """
     if not isinstance(logits, Tensor) or logits.dim() != 1 or logits.numel() < 1:
         shape = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
@@ -96,20 +80,7 @@ def lm_next_token_logits(model: DecoderOnlyLM, tokenizer: TextTokenizer, prompt:
 
 def sample_texts(model: DecoderOnlyLM, tokenizer: TextTokenizer, prompt: str, temperature: float = 1.0,
                  top_k: int | None = None, n_samples: int = 2, max_new_tokens: int = 60, seed: int = 0) -> list[str]:
-    """``n_samples`` continuations of ``prompt`` drawn with :meth:`DecoderOnlyLM.generate`, seeded.
-
-    Args:
-        model: the language model (left in eval mode).
-        tokenizer: its tokenizer.
-        prompt: the text to continue.
-        temperature, top_k: as in :func:`next_token_distribution`.
-        n_samples: continuations, drawn together as one batch.
-        max_new_tokens: tokens added to each.
-        seed: seeds the draws: the same call gives the same texts.
-
-    Returns:
-        The continuations (without the prompt).
-    """
+    """``n_samples`` continuations of ``prompt`` drawn with :meth:`DecoderOnlyLM.generate`, seeded."""
     check_int(n_samples, "n_samples", 1, at_most=16)
     check_int(max_new_tokens, "max_new_tokens", 0, at_most=2000)
     ids = _ids(tokenizer, prompt)[-model.max_len:]  # (T,)
@@ -126,17 +97,7 @@ def _show(token: str) -> str:
 @figure_size(7.0, 3.4)
 def draw_next_token(fig: Figure | SubFigure, logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
                     labels: Sequence[str] | None = None, shown: int = 20) -> NextTokenDistribution:
-    """Bars of the ``shown`` most likely tokens, after temperature and top-k, over the plain softmax: 1 axes.
-
-    Args:
-        fig: where to draw.
-        logits, temperature, top_k: as in :func:`next_token_distribution`.
-        labels: a name per token id (V of them); default the ids.
-        shown: bars drawn (the most likely tokens at temperature 1).
-
-    Returns:
-        What was drawn, a :class:`NextTokenDistribution`.
-    """
+    """Bars of the ``shown`` most likely tokens, after temperature and top-k, over the plain softmax: 1 axes."""
     check_figure(fig, "draw_next_token")
     view = next_token_distribution(logits, temperature, top_k)
     if labels is not None and len(labels) != view.probs.numel():
@@ -163,17 +124,7 @@ def _bars(ax: Any, view: NextTokenDistribution, labels: Sequence[str] | None, sh
 def draw_sampling(fig: Figure | SubFigure, model: DecoderOnlyLM, tokenizer: TextTokenizer, prompt: str,
                   temperature: float = 1.0, top_k: int | None = None, n_samples: int = 2, max_new_tokens: int = 60,
                   seed: int = 0, shown: int = 20) -> NextTokenDistribution:
-    """The next-token distribution after ``prompt``, and seeded samples of the continuation: 2 axes.
-
-    Args:
-        fig: where to draw.
-        model, tokenizer, prompt: the language model, its tokenizer and the text to continue.
-        temperature, top_k, n_samples, max_new_tokens, seed: as in :func:`sample_texts`.
-        shown: bars drawn.
-
-    Returns:
-        The distribution drawn, a :class:`NextTokenDistribution`.
-    """
+    """The next-token distribution after ``prompt``, and seeded samples of the continuation: 2 axes."""
     check_figure(fig, "draw_sampling")
     logits = lm_next_token_logits(model, tokenizer, prompt)  # (V,)
     view = next_token_distribution(logits, temperature, top_k)

@@ -1,12 +1,7 @@
 """Lesson 07: label smoothing's target and loss floor, and the warm-up schedule.
 
-* :func:`smoothed_target`: the target q of one position (1 - eps on the gold token, 0 on
-  padding, eps spread over the other V - 2 tokens; section 5.4). The smoothed loss is the
-  cross-entropy H(q, p) >= H(q): it can never reach 0, and a model that puts p on the gold
-  token (the rest spread evenly) pays least at p = 1 - eps, exactly H(q).
-* :func:`warmup_schedule`: lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
-  (section 5.3), which rises linearly for ``warmup`` steps and peaks there at
-  factor * (d_model * warmup)^-0.5.
+The smoothed loss H(q, p) >= H(q) never reaches 0 (section 5.4); the rate rises linearly for ``warmup`` steps
+and peaks there at factor * (d_model * warmup)^-0.5 (section 5.3).
 """
 
 from __future__ import annotations
@@ -30,18 +25,7 @@ __all__ = ["SmoothedTarget", "WarmupSchedule", "draw_smoothed_target", "draw_war
 
 @dataclass(frozen=True)
 class SmoothedTarget:
-    """What :func:`smoothed_target` computed.
-
-    Attributes:
-        q: the target distribution over the V tokens, (V,); sums to 1.
-        floor: the smallest possible loss, H(q), from the package's loss at p = q.
-        closed_form: -(1 - eps) ln(1 - eps) - eps ln(eps / n_others), the same number by formula.
-        p_gold: probabilities the model could give the gold token, (G,).
-        loss: the package's smoothed loss when the model gives ``p_gold`` to the gold token and
-            spreads the rest evenly over the other non-pad tokens, (G,).
-        best_p: the entry of ``p_gold`` with the smallest loss (1 - eps up to the grid).
-        epsilon, vocab_size, gold, pad_id: the settings.
-    """
+    """What :func:`smoothed_target` computed."""
 
     q: Tensor
     floor: float
@@ -69,18 +53,8 @@ def smoothed_target(epsilon: float = 0.1, vocab_size: int = 10, gold: int = 4, p
                     grid: int = 200) -> SmoothedTarget:
     """The smoothed target distribution q of one position and the loss floor H(q) (section 5.4).
 
-    Args:
-        epsilon: eps_ls in [0, 1) (paper: 0.1).
-        vocab_size: V (at least 3).
-        gold: the gold token's id, not ``pad_id``.
-        pad_id: the padding id, which gets probability 0; None when there is no padding.
-        grid: number of values of p(gold) on the loss curve, between 0 and 1 (open ends).
-
     Shape:
         ``q`` (V,); ``p_gold`` and ``loss`` (grid,).
-
-    Returns:
-        A :class:`SmoothedTarget`.
     """
     check_number(epsilon, "epsilon", 0.0, 1.0, high_open=True, why=" (the label smoothing eps_ls; paper: 0.1)")
     check_int(vocab_size, "vocab_size", 3, at_most=1_000_000)
@@ -109,11 +83,7 @@ def smoothed_target(epsilon: float = 0.1, vocab_size: int = 10, gold: int = 4, p
 @figure_size(10.0, 3.6)
 def draw_smoothed_target(fig: Figure | SubFigure, epsilon: float = 0.1, vocab_size: int = 10, gold: int = 4,
                          pad_id: int | None = 0, shown_tokens: int = 30) -> SmoothedTarget:
-    """The target q as bars (the first ``shown_tokens`` ids) and the loss against p(gold): 2 axes.
-
-    Returns:
-        What was drawn, a :class:`SmoothedTarget`.
-    """
+    """The target q as bars (the first ``shown_tokens`` ids) and the loss against p(gold): 2 axes."""
     check_figure(fig, "draw_smoothed_target")
     view = smoothed_target(epsilon, vocab_size, gold, pad_id)
     plain = smoothed_target(0.0, vocab_size, gold, pad_id) if epsilon else view
@@ -142,16 +112,7 @@ def draw_smoothed_target(fig: Figure | SubFigure, epsilon: float = 0.1, vocab_si
 
 @dataclass(frozen=True)
 class WarmupSchedule:
-    """What :func:`warmup_schedule` computed.
-
-    Attributes:
-        steps: optimizer steps 1 .. S, (S,).
-        lr: the learning rate at each, from :func:`~minitransformer.training.transformer_lr`, (S,).
-        peak_step: the step with the largest rate (``warmup`` when warmup <= S).
-        peak_lr: that rate.
-        formula_peak: factor * (d_model * warmup)^-0.5, the peak by formula.
-        d_model, warmup, factor: the settings.
-    """
+    """What :func:`warmup_schedule` computed."""
 
     steps: np.ndarray
     lr: np.ndarray
@@ -167,17 +128,8 @@ def warmup_schedule(d_model: int = 512, warmup: int = 4000, factor: float = 1.0,
                     steps: int = 20_000) -> WarmupSchedule:
     """The paper's learning rate at every step from 1 to ``steps`` (section 5.3).
 
-    Args:
-        d_model: model width.
-        warmup: warm-up steps (paper: 4000).
-        factor: multiplier of the whole curve (paper: 1).
-        steps: last step computed (at most 1,000,000).
-
     Shape:
         ``steps`` and ``lr`` are (steps,).
-
-    Returns:
-        A :class:`WarmupSchedule`.
     """
     check_int(d_model, "d_model", 1)
     check_int(warmup, "warmup", 1)
@@ -193,11 +145,7 @@ def warmup_schedule(d_model: int = 512, warmup: int = 4000, factor: float = 1.0,
 @figure_size(7.0, 3.6)
 def draw_warmup_schedule(fig: Figure | SubFigure, d_model: int = 512, warmup: int = 4000, factor: float = 1.0,
                          steps: int = 20_000, reference: bool = True) -> WarmupSchedule:
-    """The learning-rate curve with its peak marked; with ``reference``, the paper's curve thin and grey: 1 axes.
-
-    Returns:
-        What was drawn, a :class:`WarmupSchedule`.
-    """
+    """The learning-rate curve with its peak marked; with ``reference``, the paper's curve thin and grey: 1 axes."""
     check_figure(fig, "draw_warmup_schedule")
     view = warmup_schedule(d_model, warmup, factor, steps)
     ax = fig.subplots()

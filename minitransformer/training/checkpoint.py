@@ -1,28 +1,10 @@
-"""Checkpoints: written atomically, read safely, checked against the model, averaged.
+"""Checkpoints: written atomically, read safely (``weights_only``), checked against the model, averaged (lesson 08).
 
-A checkpoint is one ``torch.save`` file holding only tensors and plain Python values, so
-``torch.load(weights_only=True)`` reads it without running any pickled code:
-
-* ``format`` / ``format_version``: says that this is a minitransformer checkpoint;
-* ``config``: the :class:`TransformerConfig` as a dict; ``tokenizer``: the BPE tokenizer as
-  its JSON string, so translating later uses exactly the training vocabulary;
-* ``model``, ``optimizer``, ``scheduler``: state dicts (the last two absent after averaging);
-* ``step`` (optimizer updates done), ``epoch`` and ``batches_done`` (position inside the epoch);
-* ``rng``: one entry per process of the random states of Python, NumPy and PyTorch;
-* ``options``: the training options as a dict; ``metrics``: the latest figures;
-* ``running``: one entry per process of the loss sums of the epoch in progress, so that a
-  resumed run logs the same averages as an uninterrupted one.
-
-Writing goes to a temporary file in the same folder, then ``os.replace`` renames it: the
-name only ever points at a complete file. Reading checks the file before anything is built
-from it: its tokenizer must parse and its config must agree with the shapes of its weights
-(a damaged config cannot make the reader allocate a model of its own invention).
-
-Paper, section 6.1: the base models were used as "a single model obtained by averaging the
-last 5 checkpoints"; see :func:`average_checkpoints`. Taught in lesson 08.
-
-Where a run's checkpoints are (their file names, the newest one, the one a resume continues from)
-is :mod:`.checkpoint_files`; its names are importable from here too.
+A checkpoint holds only tensors and plain values: ``format``, ``format_version``, ``config``, ``tokenizer``
+(its JSON, so translation uses the training vocabulary), ``model``, ``optimizer``, ``scheduler``, ``step``,
+``epoch``, ``batches_done``, ``rng`` and ``running`` (one per process: a resumed run logs what an
+uninterrupted one would), ``options`` and ``metrics``. Reading checks the config against the weights'
+shapes before building anything, so a damaged file cannot make the reader allocate a model of its own invention.
 """
 
 from __future__ import annotations
@@ -121,24 +103,7 @@ def make_checkpoint(
     metrics: dict[str, Any] | None = None,
     running: list[dict[str, float]] | None = None,
 ) -> dict[str, Any]:
-    """Gather everything a checkpoint holds into one dict of tensors and plain values.
-
-    Args:
-        model: the bare model (not wrapped by DDP or ``torch.compile``).
-        tokenizer: the shared tokenizer the model was trained with.
-        optimizer: its state, to resume training.
-        scheduler: the learning-rate scheduler's state.
-        step: optimizer updates done.
-        epoch: the epoch in progress (0-based).
-        batches_done: batches of that epoch this process has already trained on.
-        rng: random states, one per process; default this process's.
-        options: training options (plain values only).
-        metrics: latest figures (plain values only).
-        running: loss sums of the epoch in progress, one dict per process (see :class:`Trainer`).
-
-    Returns:
-        The checkpoint dict.
-    """
+    """Gather everything a checkpoint holds into one dict of tensors and plain values."""
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be the bare Transformer (unwrap DDP / torch.compile), got {type(model).__name__}")
     checkpoint: dict[str, Any] = {
@@ -164,35 +129,13 @@ def make_checkpoint(
 
 
 def save_checkpoint(path: str | Path, model: Transformer, tokenizer: SharedTokenizer, **fields: Any) -> Path:
-    """Build a checkpoint with :func:`make_checkpoint` and write it atomically.
-
-    Args:
-        path: destination file.
-        model: the bare model.
-        tokenizer: its tokenizer.
-        **fields: the other arguments of :func:`make_checkpoint`.
-
-    Returns:
-        ``path``.
-    """
+    """Build a checkpoint with :func:`make_checkpoint` and write it atomically."""
     return atomic_torch_save(make_checkpoint(model, tokenizer, **fields), path)
 
 
 # --- reading ------------------------------------------------------------------
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read and check a checkpoint file with ``torch.load(weights_only=True)``.
-
-    Args:
-        path: a checkpoint file, or a run folder (its newest checkpoint).
-        map_location: where tensors go; the CPU by default.
-
-    Returns:
-        The checkpoint dict (see the module docstring).
-
-    Raises:
-        FileNotFoundError: no such file or folder.
-        CheckpointError: a truncated or corrupted file, or not a minitransformer checkpoint.
-    """
+    """Read and check a checkpoint file with ``torch.load(weights_only=True)``."""
     path = latest_checkpoint(path)
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True)
@@ -336,14 +279,7 @@ RUN_DATA_OPTIONS = ("dataset", "src_locale", "tgt_locale", "src_lang", "tgt_lang
 
 
 def check_same_run(checkpoint: dict[str, Any], path: str | Path) -> None:
-    """Raise :class:`CheckpointError` unless the checkpoint belongs to the run recorded beside it.
-
-    The ``log.jsonl`` in the checkpoint's folder records the run (its newest ``setup`` record):
-    a checkpoint of another model size or other data, copied into that folder, would be resumed
-    there and mix two runs in one folder and one log. Without a log (a checkpoint on its own,
-    copied out to resume from) there is nothing to compare with. Dropout may differ, as for
-    :func:`check_compatible`.
-    """
+    """Raise :class:`CheckpointError` unless the checkpoint belongs to the run recorded beside it."""
     from .runlog import read_log
 
     log = Path(path).parent / "log.jsonl"
@@ -372,16 +308,7 @@ def check_same_run(checkpoint: dict[str, Any], path: str | Path) -> None:
 def load_model(
     path: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[Transformer, SharedTokenizer, dict[str, Any]]:
-    """Rebuild the trained model and its tokenizer from a checkpoint, in eval mode.
-
-    Args:
-        path: a checkpoint file, or a run folder: its ``best.pt`` (best validation figure)
-            when there is one, else its newest checkpoint.
-        device: where the model goes.
-
-    Returns:
-        ``(model, tokenizer, checkpoint)``.
-    """
+    """Rebuild the trained model and its tokenizer from a checkpoint, in eval mode."""
     if Path(path).is_dir() and (Path(path) / BEST).is_file():
         path = Path(path) / BEST
     checkpoint = load_checkpoint(path)
@@ -414,12 +341,6 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:
     Every floating-point tensor of the model becomes the mean of its k values (computed in
     float64); the rest of the checkpoint (config, tokenizer, step, ...) is the last file's.
     The result holds no optimizer or scheduler: it is for translating, not for resuming.
-
-    Args:
-        paths: two or more checkpoint files of models with the same config.
-
-    Returns:
-        A checkpoint dict; write it with :func:`atomic_torch_save`.
     """
     if len(paths) < 1:
         raise ValueError("expected at least one checkpoint to average, got none")
@@ -454,9 +375,6 @@ def check_average_target(path: str | Path, force: bool = False) -> Path:
     Never a training checkpoint of a run (``checkpoint-<step>.pt``, ``best.pt``, or any file
     holding optimizer state): replacing one would stop ``--resume`` working. Never a folder.
     An existing file only with ``force``.
-
-    Raises:
-        IsADirectoryError, FileExistsError: one line saying why, and what to do.
     """
     path = Path(path)
     if path.is_dir():

@@ -23,14 +23,7 @@ def checkpoint_path(folder: str | Path, step: int) -> Path:
 
 
 def list_checkpoints(folder: str | Path) -> list[Path]:
-    """The checkpoints of a run folder, oldest (lowest step) first.
-
-    Args:
-        folder: a run's output folder.
-
-    Returns:
-        Paths of the files named ``checkpoint-<step>.pt``; empty if there are none.
-    """
+    """The checkpoints of a run folder, oldest (lowest step) first."""
     folder = Path(folder)
     if not folder.is_dir():
         return []
@@ -39,11 +32,7 @@ def list_checkpoints(folder: str | Path) -> list[Path]:
 
 
 def latest_checkpoint(path: str | Path) -> Path:
-    """``path`` itself if it is a file, else the newest checkpoint in the folder ``path``.
-
-    Raises:
-        FileNotFoundError: no such file, or a folder without checkpoints.
-    """
+    """``path`` itself if it is a file, else the newest checkpoint in the folder ``path``."""
     path = Path(path)
     if path.is_file():
         return path

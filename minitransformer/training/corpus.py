@@ -17,14 +17,7 @@ DATES_VALIDATION, DATES_TEST, DATES_SEED = 1000, 1000, 0
 
 @dataclass
 class Corpus:
-    """Training, validation and (optional) test pairs, and how translations are scored.
-
-    Attributes:
-        train: training pairs.
-        validation: validation pairs (loss and quality figure after every epoch).
-        test: held-out pairs scored once at the end, or None.
-        metric: "exact_match" (dates) or "bleu" (text).
-    """
+    """Training, validation and (optional) test pairs, and how translations are scored."""
 
     train: Pairs
     validation: Pairs
@@ -33,14 +26,7 @@ class Corpus:
 
 
 def load_corpus(options: TrainOptions) -> Corpus:
-    """Read or generate the pairs of ``options.dataset`` (options already resolved).
-
-    Args:
-        options: the run's settings; see :class:`TrainOptions`.
-
-    Returns:
-        The :class:`Corpus`. Training pairs with an empty side are left out.
-    """
+    """Read or generate the pairs of ``options.dataset`` (options already resolved)."""
     o = options
     if o.dataset == "dates":
         kwargs = dict(src_locale=o.src_locale, tgt_locale=o.tgt_locale, n_train=o.train_size or 20_000,
@@ -67,25 +53,13 @@ def load_corpus(options: TrainOptions) -> Corpus:
 
 
 def encode_pairs(tokenizer: SharedTokenizer, pairs: Sequence[tuple[str, str]]) -> IdPairs:
-    """Token ids of each pair, both sides ending with ``eos`` (the form ``collate_pairs`` expects).
-
-    Args:
-        tokenizer: the shared tokenizer.
-        pairs: ``(source, target)`` sentences.
-
-    Returns:
-        ``(source ids, target ids)`` per pair.
-    """
+    """Token ids of each pair, both sides ending with ``eos`` (the form ``collate_pairs`` expects)."""
     src = tokenizer.encode_batch([s for s, _ in pairs])
     tgt = tokenizer.encode_batch([t for _, t in pairs])
     return list(zip(src, tgt))
 
 
 def drop_long(pairs: IdPairs, longest: int) -> tuple[IdPairs, int]:
-    """Leave out pairs with a side longer than ``longest`` tokens.
-
-    Returns:
-        ``(kept pairs, number left out)``.
-    """
+    """Leave out pairs with a side longer than ``longest`` tokens."""
     kept = [p for p in pairs if len(p[0]) <= longest and len(p[1]) <= longest]
     return kept, len(pairs) - len(kept)

@@ -1,11 +1,7 @@
 """Training on a CPU: how many threads, and whether a run is too slow to start (lesson 07).
 
-A small model's step is a few milliseconds of work; split over several OpenMP threads, the
-threads mostly wait for each other, and on a busy machine for a core. So a run on a CPU
-chooses its thread count (:func:`choose_threads`). A large model on a CPU is the opposite
-problem: the paper's base model takes tens of seconds a step there, so a run is estimated
-before it starts (:func:`estimate_cpu_run`) and refused when it would take hours, unless
-asked for (``allow_slow``).
+A small model's step split over threads mostly waits (on a busy machine, for a core), so small models take
+one thread; a large one is estimated before it starts and refused if it would take hours, unless ``allow_slow``.
 """
 
 from __future__ import annotations
@@ -16,33 +12,20 @@ from dataclasses import dataclass
 
 import torch
 
-#: On a CPU, a model with fewer parameters trains with one thread: a small model's step is a few
-#: milliseconds of work, and split over threads they mostly wait for each other, on a busy machine for
-#: a core. Above it, the laptop translator (the ``small`` preset, 7.6M parameters with its 8,000-token
-#: vocabulary) is faster with two. benchmarks/train_threads.py measures the default run (docs/training.md).
+#: On a CPU, a smaller model trains with one thread; the laptop translator (the ``small`` preset,
+#: 7.6M parameters with its 8,000-token vocabulary) is faster with two (benchmarks/train_threads.py).
 ONE_THREAD_BELOW = 5_000_000
 #: A CPU run estimated to take longer than this is refused unless ``allow_slow`` is set.
 SLOW_RUN_SECONDS = 2 * 3600.0
-#: The model a CPU trains instead: the ``small`` preset, which ``train --dataset multi30k`` picks by
-#: itself on a machine without a CUDA GPU (docs/training.md, "A real translator on a laptop", has its time).
+#: The model a CPU trains instead: what ``train --dataset multi30k`` picks without a CUDA GPU.
 CPU_SIZED = "--preset small"
-#: Minutes that recipe took on Multi30k on 2 cores, fastest and slowest seed: a copy of the course's record
-#: (benchmarks/results/multi30k-cpu.json, ``summary.wall_minutes``), which an installed package does not
-#: hold; tests/test_prose.py fails when the two differ.
+#: Minutes of that recipe on Multi30k on 2 cores, fastest and slowest seed. The record
+#: (benchmarks/results/multi30k-cpu.json) is not installed with the package; tests/test_prose.py keeps them equal.
 CPU_SIZED_MINUTES = (32, 50)
 
 
 def choose_threads(requested: int | None, device: torch.device, parameters: int) -> tuple[int, str]:
-    """The number of CPU threads a run should use, and why (for the setup line).
-
-    Args:
-        requested: an explicit count (``--threads``), or None to choose.
-        device: the run's device; off the CPU PyTorch's default is kept.
-        parameters: the model's parameter count.
-
-    Returns:
-        ``(threads, reason)``.
-    """
+    """The number of CPU threads a run should use, and why (for the setup line)."""
     if requested is not None:
         return requested, "--threads"
     if device.type != "cpu":
@@ -78,16 +61,7 @@ def matmul_flops(trials: int = 5, seconds: float = 0.02) -> float:
 
 @dataclass(frozen=True)
 class CpuEstimate:
-    """How long a run will take on this CPU, and how much disk its checkpoints need.
-
-    Attributes:
-        step_seconds: one optimizer step (about 6 floating-point operations per parameter per
-            token, at the speed :func:`matmul_flops` measures).
-        steps: optimizer steps of the whole run (epochs or max_steps).
-        run_seconds: ``step_seconds * steps``, validation not counted.
-        checkpoint_bytes: one checkpoint (weights and Adam's two moments: 12 bytes a parameter).
-        disk_bytes: the ``keep`` newest checkpoints and ``best.pt``.
-    """
+    """How long a run will take on this CPU, and how much disk its checkpoints need."""
 
     step_seconds: float
     steps: int
@@ -98,17 +72,7 @@ class CpuEstimate:
 
 def estimate_cpu_run(parameters: int, tokens_per_step: int, steps_per_epoch: int, epochs: int | None,
                      max_steps: int | None, keep: int, flops: float | None = None) -> CpuEstimate:
-    """Estimate a CPU run from its sizes (nothing is trained).
-
-    Args:
-        parameters: the model's parameter count.
-        tokens_per_step: tokens of one side per optimizer step (batch_tokens * accumulate * processes).
-        steps_per_epoch: optimizer steps per epoch.
-        epochs: epoch limit (None: none).
-        max_steps: step limit (None: none).
-        keep: checkpoints kept.
-        flops: operations per second (default: :func:`matmul_flops` now).
-    """
+    """Estimate a CPU run from its sizes (nothing is trained)."""
     speed = flops if flops is not None else matmul_flops()
     step = 6.0 * parameters * tokens_per_step / max(speed, 1.0)
     limits = [n for n in (max_steps, None if epochs is None else epochs * steps_per_epoch) if n is not None]

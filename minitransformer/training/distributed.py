@@ -25,13 +25,7 @@ from ..utils import get_device
 
 @dataclass(frozen=True)
 class DistInfo:
-    """Where this process stands among the training processes.
-
-    Attributes:
-        rank: this process's number, 0 .. world_size - 1.
-        world_size: number of processes.
-        local_rank: number on this machine (picks the GPU).
-    """
+    """Where this process stands among the training processes."""
 
     rank: int = 0
     world_size: int = 1
@@ -49,14 +43,7 @@ class DistInfo:
 
 
 def init_distributed(device: str = "auto") -> tuple[DistInfo, torch.device]:
-    """Join the process group when started by ``torchrun``, and pick this process's device.
-
-    Args:
-        device: "auto" or a device string; under torchrun, CUDA means ``cuda:<local_rank>``.
-
-    Returns:
-        ``(info, device)``.
-    """
+    """Join the process group when started by ``torchrun``, and pick this process's device."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size <= 1:
         return DistInfo(), get_device(None if device == "auto" else device)
@@ -115,19 +102,7 @@ def barrier(info: DistInfo) -> None:
 
 
 class StopRequest:
-    """Turn the first Ctrl-C (SIGINT) or SIGTERM into a request to stop after the current step.
-
-    The training loop polls :attr:`requested`, writes a checkpoint and returns. A second
-    Ctrl-C raises ``KeyboardInterrupt`` at once, except while a checkpoint is being written
-    (inside :meth:`shield`): then it waits until the file is complete. Signal handlers can only be set from the
-    main thread; elsewhere nothing is installed and ``KeyboardInterrupt`` behaves as usual.
-    Use as a context manager: the previous handlers come back at the end.
-
-    Args:
-        escalate: let a second Ctrl-C raise ``KeyboardInterrupt``. Under torchrun this is
-            off: a Ctrl-C in the terminal reaches each worker once directly and once more
-            forwarded by torchrun, and torchrun itself kills workers that take too long.
-    """
+    """Turn the first Ctrl-C (SIGINT) or SIGTERM into a request to stop after the current step."""
 
     def __init__(self, escalate: bool = True) -> None:
         self.escalate = escalate

@@ -1,24 +1,7 @@
-"""Label-smoothed cross-entropy that ignores padding (paper, section 5.4).
+"""Label-smoothed cross-entropy that ignores padding (paper, section 5.4; derived in lesson 07).
 
-"During training, we employed label smoothing of value eps_ls = 0.1. This hurts
-perplexity, as the model learns to be more unsure, but improves accuracy and BLEU
-score." Taught in lesson 07.
-
-The target distribution q of one position with gold token y:
-
-* q(y) = 1 - eps;
-* q(pad) = 0: padding is never a correct next token, so it gets no probability;
-* every other token gets eps / (V - 2), so q sums to 1 over the V - 2 tokens that
-  are neither gold nor padding (eps / (V - 1) with ``pad_id=None``: no padding).
-
-``F.cross_entropy(label_smoothing=eps)`` instead mixes with the uniform distribution
-over all V tokens (gold and pad included): q(y) = 1 - eps + eps / V. The two agree
-when the pad column of the logits is removed and torch is given
-eps' = eps (V - 1) / (V - 2); ``tests/test_loss.py`` checks exactly that.
-
-The loss is the cross-entropy H(q, p) = -sum_v q(v) log p(v). It differs from
-KL(q || p) only by the entropy of q, a constant, so the gradients are the same and
-the numbers compare directly with ``F.cross_entropy``.
+The target puts 1 - eps on the gold token, 0 on padding and eps / (V - 2) on every other token;
+``F.cross_entropy(label_smoothing=...)`` spreads eps over all V tokens instead (tests/test_loss.py relates the two).
 """
 
 from __future__ import annotations
@@ -48,19 +31,8 @@ def label_smoothed_nll(
     Positions whose target is ``pad_id`` count for nothing. Sums (not means) let
     gradient accumulation and several processes divide by the true number of tokens.
 
-    Args:
-        logits: unnormalised scores, (B, T, V) or (N, V); any float dtype (computed in float32).
-        target: gold token ids, (B, T) or (N,).
-        epsilon: label smoothing eps_ls in [0, 1).
-        pad_id: id of padding, ignored in the loss and given zero target probability; None
-            when the targets hold no padding (every position counts, eps spread over V - 1 tokens).
-
     Shape:
         logits (..., V), target (...) with the same leading dimensions.
-
-    Returns:
-        ``(loss_sum, nll_sum, n_tokens)``: three scalar tensors (float32, float32, int64); the
-        count stays a tensor so that a GPU need not wait for it.
     """
     if logits.shape[:-1] != target.shape:
         raise ValueError(
@@ -100,12 +72,6 @@ def label_smoothed_nll(
 
 class LabelSmoothingLoss(nn.Module):
     """Label-smoothed cross-entropy over the non-padding target tokens.
-
-    Args:
-        epsilon: eps_ls (paper: 0.1); 0 gives plain cross-entropy.
-        pad_id: id of padding, or None when the targets hold none.
-        reduction: "mean" (per non-pad token), "sum", or "none"
-            (returns the ``(loss_sum, nll_sum, n_tokens)`` triple of :func:`label_smoothed_nll`).
 
     Shape:
         logits (B, T, V), target (B, T); returns a scalar (or the triple).

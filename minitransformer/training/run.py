@@ -1,10 +1,5 @@
 """``train(options)``: build everything a run needs, train, test, report (lesson 07).
 
-The folder the run writes into (what it may replace, what it sets aside) is :mod:`.runfolder`;
-the loop itself is :class:`.trainer.Trainer`.
-
-This is what ``python -m minitransformer train`` runs; a notebook can call it too:
-
     from minitransformer.training import TrainOptions, train
     result = train(TrainOptions(dataset="dates", epochs=3, overwrite=True))
 """
@@ -45,16 +40,7 @@ from .trainer import RUNNING_ZERO, Trainer
 
 @dataclass
 class TrainResult:
-    """What a run left behind.
-
-    Attributes:
-        out: the output folder.
-        checkpoint: the last checkpoint written (None on processes other than the main one).
-        step: optimizer steps done.
-        interrupted: stopped early by Ctrl-C / SIGTERM.
-        metrics: last figures: train_loss, val_loss, val_nll, val_<metric>, test_<metric>.
-        seconds: wall-clock time of the whole call.
-    """
+    """What a run left behind."""
 
     out: Path
     checkpoint: Path | None
@@ -84,14 +70,7 @@ def _say(info: DistInfo, text: str) -> None:
 
 
 def train(options: TrainOptions) -> TrainResult:
-    """Train a Transformer as ``options`` say; resume, test and report.
-
-    Args:
-        options: the settings; None fields take the dataset's recipe.
-
-    Returns:
-        A :class:`TrainResult`.
-    """
+    """Train a Transformer as ``options`` say; resume, test and report."""
     started = time.perf_counter()
     o = options.resolved()
     info, device = init_distributed(o.device)
@@ -327,15 +306,7 @@ def _finish(trainer: Trainer, corpus: Corpus, metrics: dict[str, Any], log: RunL
 
 
 def save_loss_plot(log_path: str | Path, png_path: str | Path) -> Path:
-    """Draw the training and validation losses of a run's log into a PNG file.
-
-    Args:
-        log_path: the run's ``log.jsonl``.
-        png_path: the image to write.
-
-    Returns:
-        ``png_path``.
-    """
+    """Draw the training and validation losses of a run's log into a PNG file."""
     from matplotlib.figure import Figure
 
     from ..plotting import plot_loss_curve

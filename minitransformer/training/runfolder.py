@@ -1,12 +1,7 @@
 """The folder a run writes into: what it may replace, and what it sets aside and puts back.
 
-A run writes its checkpoints, ``log.jsonl``, ``tokenizer.json``, ``loss.png`` and ``best.pt`` into
-one folder (``--out``), locked by :mod:`.runlock`. Before anything is written, :func:`check_out_folder`
-refuses a folder that holds files of another run or of no run; ``--overwrite`` sets an earlier run's
-files aside (:class:`EarlierRun`) and deletes them only once the new run has written a checkpoint;
-a resumed run moves the files of later steps out of its way (:func:`set_aside_later`) and repairs
-``best.pt`` (:func:`restore_best`). Nothing here deletes a checkpoint that a run could still need.
-:mod:`.run` calls these while it builds and trains a run.
+Nothing here deletes a checkpoint that a run could still need: ``--overwrite`` sets the earlier run aside
+until the new one has a checkpoint; a resumed run moves later steps' files aside rather than deleting them.
 """
 
 from __future__ import annotations
@@ -61,17 +56,7 @@ def _started_without_checkpoint(out: Path, files: list[str]) -> bool:
 
 
 def check_out_folder(options: TrainOptions, out: Path, resumed: Path | None) -> str | None:
-    """Refuse to write where the run would change files that are not its own.
-
-    A new run needs an empty folder, one of an earlier run with ``overwrite``, or any folder
-    with ``overwrite``. A folder that holds only what a run wrote before its first checkpoint
-    (it was killed or failed then) counts as empty: there is nothing to resume, and the new
-    run replaces those files. A resumed run writes into the folder of its checkpoint, or into
-    an empty one (a new run continuing from that checkpoint), never into another run's.
-
-    Returns:
-        A note for the user when the folder was taken over from a run without a checkpoint.
-    """
+    """Refuse to write where the run would change files that are not its own."""
     if resumed is not None:
         home = run_folder_of(resumed)
         if home.resolve() != out.resolve() and (files := _other_files(out)):
@@ -103,14 +88,7 @@ def check_out_folder(options: TrainOptions, out: Path, resumed: Path | None) -> 
 
 
 class EarlierRun:
-    """The files of an earlier run that ``--overwrite`` replaces.
-
-    They are moved into ``<out>/.replaced-run`` only once the new run has validated its
-    options, data and model, and deleted when it writes its first checkpoint; if it fails
-    before that, they are moved back. A run killed in between leaves them in that folder,
-    and the next run in the folder puts them back (or deletes them if the new run had
-    written a checkpoint).
-    """
+    """The files of an earlier run that ``--overwrite`` replaces."""
 
     def __init__(self, out: Path) -> None:
         self.out, self.folder = out, out / ASIDE
@@ -195,14 +173,7 @@ def _stored_step(path: Path) -> int | None:
 
 
 def set_aside_later(out: Path, step: int) -> str | None:
-    """Move what a run resumed from ``step`` replaces into ``<out>/.after-step-<step>/``.
-
-    That is the checkpoints (and a ``best.pt``) of later steps, and, when the log holds
-    records of later steps (which the resumed run drops from ``log.jsonl``), a copy of the
-    whole log and of ``loss.png``. They belong to a later point of the run that is not
-    being continued: left in place, the newest checkpoint would be taken by the next
-    ``--resume`` and the new ones would be deleted first. Nothing is deleted.
-    """
+    """Move what a run resumed from ``step`` replaces into ``<out>/.after-step-<step>/``."""
     later = [p for p in list_checkpoints(out) if (checkpoint_step(p) or 0) > step]
     if (best_step := _stored_step(out / BEST)) is not None and best_step > step:
         later.append(out / BEST)

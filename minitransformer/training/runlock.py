@@ -1,12 +1,7 @@
-"""One writer per run folder: a lock file that names the process holding it.
+"""One writer per run folder: ``<out>/.lock`` names the process holding it (lesson 07).
 
-Two runs with the same ``--out`` would interleave their checkpoints and log records. The
-first run writes ``<out>/.lock`` with its process id, host and start time, and holds an
-operating-system lock (``flock``) on it while it trains; a second run finds the lock held
-and stops with a message naming the folder and the process. The operating system drops
-the ``flock`` when a process dies, even by ``kill -9``, so a lock left behind by a dead run
-is recognised (its process is gone) and taken over with a note. Where ``flock`` does not
-exist (Windows) the recorded process id alone decides. Taught in lesson 07.
+The lock is an ``flock``, which the operating system drops when a process dies (even by ``kill -9``), so a lock
+left by a dead run is taken over with a note; where there is no ``flock`` (Windows) the recorded process id decides.
 """
 
 from __future__ import annotations
@@ -67,16 +62,7 @@ def _describe(owner: dict[str, Any]) -> str:
 
 
 class RunLock:
-    """An exclusive lock on a run folder, held from :meth:`acquire` to :meth:`release`.
-
-    Args:
-        folder: the run folder; created if needed.
-
-    Example::
-
-        with RunLock("runs/dates") as lock:
-            ...  # only this process writes into runs/dates
-    """
+    """An exclusive lock on a run folder, held from :meth:`acquire` to :meth:`release`."""
 
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
@@ -85,15 +71,7 @@ class RunLock:
         self._fd: int | None = None
 
     def acquire(self) -> str | None:
-        """Take the lock.
-
-        Returns:
-            A note when a stale lock (of a process no longer running) was taken over, else None.
-
-        Raises:
-            RunFolderLocked: another live process holds it.
-            OutputError: the folder cannot be created or written.
-        """
+        """Take the lock."""
         writable_folder(self.folder, "run folder")
         for _ in range(100):
             try:

@@ -1,13 +1,7 @@
-"""The run's JSON lines log: one JSON object per line, every figure of the run.
+"""The run's JSON lines log: one record per event ("setup", "train", "epoch", "checkpoint", "interrupted", "test").
 
-Records carry an ``event``: "setup" (data, vocabulary, model, batching), "train" (step,
-loss, learning rate, tokens per second, gradient norm), "epoch" (validation loss and the
-quality figure), "checkpoint", "interrupted" and "test".
-
-Each record is appended with one ``write`` call, so a crash can cut off at most the last
-line; :func:`trim_log` repairs that before a resumed run appends again, and drops the
-records of steps that the resumed checkpoint does not contain, so that the log of a
-resumed run holds the same records as that of an uninterrupted one.
+Each record is one ``write``, so a crash cuts off at most the last line; :func:`trim_log` repairs that, and
+drops the records a resumed checkpoint does not contain, before a resumed run appends.
 """
 
 from __future__ import annotations
@@ -26,12 +20,6 @@ class RunLog:
 
     Nothing touches the file before the first record: a run refused while it is being set
     up (too slow for a CPU, no data) leaves no empty log behind.
-
-    Args:
-        path: the ``.jsonl`` file.
-        enabled: only the main process writes.
-        fresh: the first record replaces the file's content (a new run) instead of being
-            appended to it (a resumed run).
     """
 
     def __init__(self, path: str | Path, enabled: bool = True, fresh: bool = True) -> None:
@@ -63,14 +51,7 @@ def _plain(value: Any) -> Any:
 
 
 def read_log(path: str | Path) -> list[dict[str, Any]]:
-    """All records of a JSON lines log, in order (a cut-off last line is skipped).
-
-    Args:
-        path: the ``.jsonl`` file.
-
-    Returns:
-        The records as dicts.
-    """
+    """All records of a JSON lines log, in order (a cut-off last line is skipped)."""
     records = []
     for line in Path(path).read_text(encoding="utf-8").splitlines():
         try:
@@ -86,13 +67,6 @@ def trim_log(path: str | Path, step: int | None = None) -> list[str]:
     A cut-off last line (the process died while writing it) is dropped: the next record
     would otherwise be glued to it and lost too. With ``step``, records of later steps are
     dropped as well: that work was lost with the process and the resumed run does it again.
-
-    Args:
-        path: the ``.jsonl`` file (nothing happens if it does not exist).
-        step: the step of the checkpoint the run resumes from, if it belongs to this log.
-
-    Returns:
-        One note per change made, for the user; empty when the file was left alone.
     """
     path = Path(path)
     if not path.is_file():
@@ -128,11 +102,7 @@ def _after(line: bytes, step: int) -> bool:
 
 
 def loss_curves(records: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """Training and validation losses by step, from log records (a resumed run's repeats use the latest).
-
-    Returns:
-        ``{"steps", "train_loss", "val_steps", "val_loss"}``.
-    """
+    """Training and validation losses by step, from log records (a resumed run's repeats use the latest)."""
     train: dict[int, float] = {}
     val: dict[int, float] = {}
     for r in records:

@@ -15,17 +15,7 @@ from torch.optim.lr_scheduler import LambdaLR
 
 
 def transformer_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
-    """The paper's learning rate at optimizer step ``step`` (counted from 1).
-
-    Args:
-        step: the optimizer step, 1 for the first update.
-        d_model: model width D.
-        warmup: warm-up steps (paper: 4000).
-        factor: multiplier of the whole schedule.
-
-    Returns:
-        factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).
-    """
+    """The paper's learning rate at optimizer step ``step`` (counted from 1)."""
     if step < 1:
         raise ValueError(f"step counts optimizer updates from 1, got {step}")
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
@@ -36,11 +26,6 @@ class WarmupInverseSqrt:
 
     A small class rather than a lambda so that ``LambdaLR.state_dict`` stores its numbers
     (d_model, warmup, factor) and a checkpoint restores them.
-
-    Args:
-        d_model: model width D.
-        warmup: warm-up steps.
-        factor: multiplier of the whole schedule.
     """
 
     def __init__(self, d_model: int, warmup: int, factor: float = 1.0) -> None:
@@ -68,11 +53,6 @@ class ConstantAtPeak:
     The rate is ``transformer_lr(warmup, d_model, warmup, factor)`` = factor * d_model^-0.5 *
     warmup^-0.5, the top of the warm-up schedule, from the first update on: the "no warm-up"
     ablation of lesson 10 (Xiong et al., 2020: post-LN needs the warm-up, pre-LN much less).
-
-    Args:
-        d_model: model width D.
-        warmup: the warm-up length whose peak is used.
-        factor: multiplier of the whole schedule.
     """
 
     def __init__(self, d_model: int, warmup: int, factor: float = 1.0) -> None:
@@ -106,19 +86,6 @@ def transformer_scheduler(
 
     Sets each parameter group's base learning rate to 1, so the group's ``lr`` is exactly
     the schedule's value. Call ``scheduler.step()`` after each ``optimizer.step()``.
-
-    Args:
-        optimizer: e.g. ``Adam(params, betas=(0.9, 0.98), eps=1e-9)``; its lr is replaced.
-        d_model: model width D.
-        warmup: warm-up steps (paper: 4000).
-        factor: multiplier of the whole schedule.
-        schedule: "inverse_sqrt", the paper's warm-up then decay; "constant", its peak
-            rate at every step (:class:`ConstantAtPeak`, an ablation); or "decay_only", the
-            peak from the first step and the paper's decay after ``warmup`` steps
-            (:class:`DecayWithoutWarmup`, the warm-up alone removed).
-
-    Returns:
-        The scheduler (save and restore it with ``state_dict`` / ``load_state_dict``).
     """
     if schedule not in LR_SCHEDULES:
         raise ValueError(f"schedule must be one of {LR_SCHEDULES}, got {schedule!r}")

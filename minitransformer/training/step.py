@@ -14,13 +14,7 @@ from .loss import label_smoothed_nll
 
 
 def paper_adam(parameters: Iterable[nn.Parameter], device: torch.device, lr: float = 1.0) -> torch.optim.Adam:
-    """Adam with the paper's beta1 = 0.9, beta2 = 0.98 and eps = 1e-9 (section 5.3).
-
-    Args:
-        parameters: the model's parameters.
-        device: where they live: the fused kernel on CUDA, ``foreach`` elsewhere.
-        lr: the rate; 1 where :func:`transformer_scheduler` sets it at every step.
-    """
+    """Adam with the paper's beta1 = 0.9, beta2 = 0.98 and eps = 1e-9 (section 5.3)."""
     fast = {"fused": True} if device.type == "cuda" else {"foreach": True}
     return torch.optim.Adam(parameters, lr=lr, betas=(0.9, 0.98), eps=1e-9, **fast)
 
@@ -46,22 +40,6 @@ def train_step(module: nn.Module, batches: Sequence[Batch], optimizer: torch.opt
     backward of that sum times ``scale`` (1 / the target tokens of all the batches: the gradient is a
     per-token mean). Then the gradient norm is clipped, ``check`` may refuse the step (it raises),
     and Adam and the schedule step.
-
-    Args:
-        module: maps ``(src, tgt_in)`` to logits (B, T, V): a model, or it wrapped by DDP or ``torch.compile``.
-        batches: the batches of this update, on the module's device.
-        optimizer: e.g. :func:`paper_adam`.
-        scale: what each batch's summed loss is multiplied by before its backward pass.
-        label_smoothing: eps_ls of the loss.
-        pad_id: padding id of the targets.
-        scheduler: stepped after the optimizer (None: none).
-        clip_norm: gradient-norm clipping (0: off).
-        autocast: a context for the forward pass (bf16 autocast, or none).
-        no_sync: DDP's ``no_sync``: gradients are synchronised on the last batch only.
-        check: called with the summed loss and the gradient norm (None without clipping) before the update.
-
-    Returns:
-        The summed loss and NLL (detached), and the gradient norm before clipping (None without clipping).
     """
     device = batches[0].src.device
     loss_total = torch.zeros((), device=device)

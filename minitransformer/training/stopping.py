@@ -15,14 +15,7 @@ from .options import TrainOptions
 
 def finished_reason(options: TrainOptions, step: int, epoch: int, batches_done: int, metrics: dict[str, Any],
                     metric: str) -> str | None:
-    """Why a run at this point has nothing left to train (None: it has).
-
-    Args:
-        options: the resolved options of the run (as resumed).
-        step, epoch, batches_done: where the run stands (epoch counts completed epochs).
-        metrics: its figures (``val_<metric>`` is the latest validation figure).
-        metric: "exact_match" or "bleu".
-    """
+    """Why a run at this point has nothing left to train (None: it has)."""
     o = options
     if o.max_steps is not None and step >= o.max_steps:
         return f"it reached --max-steps {o.max_steps}"

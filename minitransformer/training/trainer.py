@@ -1,22 +1,8 @@
 """The training loop: token batches, accumulation, clipping, DDP, bf16, checkpoints (lesson 07).
 
-:class:`Trainer` owns one run's moving parts once they are built (see
-:func:`minitransformer.training.train` for building them from options) and trains epoch
-after epoch until the epochs, the step limit or the quality target is reached, or a
-Ctrl-C asks it to stop. Each optimizer step:
-
-1. takes ``accumulate`` token batches of this process and counts their target tokens
-   over all processes (together with "did anyone press Ctrl-C?");
-2. runs forward (under bf16 autocast when asked) and backward on each batch, scaling its
-   summed loss so that the gradients add up to the mean over all those tokens; DDP
-   synchronises the gradients on the last batch only;
-3. clips the gradient norm, steps Adam and the warm-up schedule.
-
-On a CPU it first picks PyTorch's thread count and refuses a run estimated to take hours
-unless ``allow_slow`` is set (see :mod:`minitransformer.training.cpu`).
-Progress is a plain text bar per epoch (no Jupyter widgets, so it also reads in RISE
-slides), titled with the stop rule; ``TQDM_DISABLE=1`` silences it. When a run stops (its
-epochs, its step limit, its quality target) is :mod:`.stopping`.
+:class:`Trainer` trains a run that :func:`minitransformer.training.train` built, until its epochs, step
+limit or quality target (:mod:`.stopping`), or a Ctrl-C. Its progress bar is plain text, so it also reads
+in RISE slides; ``TQDM_DISABLE=1`` silences it.
 """
 
 from __future__ import annotations
@@ -61,25 +47,7 @@ def _in_jupyter_kernel() -> bool:
 
 
 class Trainer:
-    """Trains a model on token batches and evaluates it after every epoch.
-
-    Args:
-        model: the bare model, already on ``device``.
-        module: what the forward pass calls: ``model`` itself, or it wrapped by DDP and/or
-            ``torch.compile``.
-        tokenizer: the shared tokenizer.
-        optimizer: Adam (or any optimizer).
-        scheduler: the learning-rate schedule, stepped after every update.
-        train_ids: encoded training pairs.
-        valid_ids: encoded validation pairs (for the loss).
-        valid_pairs: validation sentences (for the quality figure).
-        metric: "exact_match" or "bleu".
-        options: the run's resolved options.
-        device: this process's device.
-        info: this process's place among the processes.
-        log: the JSON lines log.
-        bf16: run forward passes under bf16 autocast.
-    """
+    """Trains a model on token batches and evaluates it after every epoch."""
 
     def __init__(self, model: Transformer, module: nn.Module, tokenizer: SharedTokenizer,
                  optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler,
@@ -183,16 +151,7 @@ class Trainer:
 
     # --- training ---------------------------------------------------------------
     def train_step(self, window: list[list[int]], global_tokens: float) -> tuple[torch.Tensor, torch.Tensor, int, int]:
-        """One optimizer update over the batches of ``window`` (this process's share).
-
-        Args:
-            window: ``accumulate`` batches, each a list of indices into the training pairs.
-            global_tokens: target tokens of the window summed over all processes; each
-                batch's summed loss is divided by it, so the gradient is a per-token mean.
-
-        Returns:
-            Summed loss and NLL (tensors on the device), target tokens and all tokens of this process.
-        """
+        """One optimizer update over the batches of ``window`` (this process's share)."""
         batches = [self.collate(indices, self.train_ids) for indices in window]
         n_tgt = sum(batch.n_tgt_tokens for batch in batches)
         n_all = sum(batch.n_src_tokens + batch.n_tgt_tokens for batch in batches)
@@ -467,11 +426,7 @@ class Trainer:
 
     # --- checkpoints ------------------------------------------------------------
     def save(self, best: bool = False) -> Path | None:
-        """Write a checkpoint of the current step (main process) and keep the newest ``keep``.
-
-        Args:
-            best: also copy it to ``best.pt`` (the best validation figure so far).
-        """
+        """Write a checkpoint of the current step (main process) and keep the newest ``keep``."""
         states = all_gather_objects(capture_rng_state(), self.info)
         running = all_gather_objects(self.running, self.info)
         path = None
