@@ -1,11 +1,7 @@
-"""Key/value caches for incremental decoding (lesson 08).
+"""Key/value caches for incremental decoding, passed by argument (no module holds decoding state): lesson 08.
 
-When the decoder generates token t, the keys and values of tokens 0..t-1 in every
-self-attention layer are the same as at the previous step, and the keys and values of
-the cross-attention depend only on the encoder's output. Keeping them turns each new
-token into the work of one position instead of t.
-
-The caches are plain objects passed by argument: modules hold no decoding state.
+At step t the keys and values of tokens 0..t-1 are the previous step's, and the cross-attention's depend only on
+the memory: kept, they make each new token the work of one position instead of t.
 """
 
 from __future__ import annotations
@@ -18,16 +14,7 @@ from torch import Tensor
 
 @dataclass
 class KVCache:
-    """Projected keys and values of one attention layer, split into heads.
-
-    Args:
-        static: True for cross-attention, whose keys and values are computed once from
-            the encoder's output; False for self-attention, which appends the new
-            positions at each step.
-
-    Shape:
-        key and value (B, H, Tk, Dk), or None before the first step.
-    """
+    """Keys and values (B, H, Tk, Dk) of one attention layer: ``static`` for cross-attention (computed once)."""
 
     static: bool = False
     key: Tensor | None = None
@@ -43,7 +30,7 @@ class KVCache:
         return self.key, self.value
 
     def reorder(self, index: Tensor) -> None:
-        """Keep batch rows ``index`` (in that order): beam search follows the surviving beams."""
+        """Keep batch rows ``index``, in that order: beam search follows its surviving hypotheses."""
         if self.key is not None and self.value is not None:
             self.key = self.key.index_select(0, index)
             self.value = self.value.index_select(0, index)
@@ -59,15 +46,7 @@ class LayerCache:
 
 @dataclass
 class DecoderCache:
-    """Everything the decoder keeps between steps: one :class:`LayerCache` per layer.
-
-    Args:
-        n_layers: number of decoder layers.
-
-    Attributes:
-        length: number of target positions already processed (the position offset of
-            the next token).
-    """
+    """One :class:`LayerCache` per decoder layer; ``length`` positions are done (the next token's offset)."""
 
     n_layers: int
     layers: list[LayerCache] = field(init=False)

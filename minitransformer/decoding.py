@@ -1,16 +1,7 @@
-"""Turning a trained model into output sequences: greedy decoding (lesson 06) and beam search (lesson 08).
+"""Turning a trained model into sequences: greedy decoding (lesson 06) and beam search (lesson 08).
 
-The decoder is autoregressive: it predicts token t+1 from the source and tokens 0..t,
-so at inference the output is built one token at a time. Both searches feed only the
-newest token to the decoder and keep the rest in a key/value cache
-(:mod:`minitransformer.cache`); ``use_cache=False`` recomputes everything, for checking.
-Both paths mask the generated prefix with the causal mask alone (a generated token is
-never padding), so they give the same tokens whatever ``banned_ids`` allows.
-
-Every argument is checked before the first step: token ids inside the target
-vocabulary, a start token other than the pad id, lengths within the positional table, no
-source row made only of padding (it has nothing to translate); a beam search too large for
-the device's memory is refused, and a beam wider than the vocabulary is cut to it.
+Both feed the decoder the newest token and keep the rest in a key/value cache (``use_cache=False`` recomputes
+all, for checking); the causal mask alone hides the generated prefix, which is never padding.
 """
 
 from __future__ import annotations
@@ -31,13 +22,11 @@ from .utils import check_int, check_memory
 def _next_logits(model: Transformer, ys: Tensor, memory: Tensor, src_mask: Tensor,
                  cache: DecoderCache | None, banned: Tensor) -> Tensor:
     """Logits (B, V) for the token after ``ys`` (B, t), with the ``banned`` ids set to -inf."""
-    # checked=True: the search checked src, its mask and the ids once before the first step, and
-    # every later id is one it picked itself.
     if cache is None:
-        causal = make_causal_mask(ys.size(1), device=ys.device)  # (1, 1, t, t), no padding mask: see above
-        hidden = model.decode(ys, memory, src_mask, tgt_mask=causal, checked=True)  # (B, t, D)
+        causal = make_causal_mask(ys.size(1), device=ys.device)  # (1, 1, t, t): a generated token is never padding
+        hidden = model.decode(ys, memory, src_mask, tgt_mask=causal)  # (B, t, D)
     else:
-        hidden = model.decode(ys[:, cache.length:], memory, src_mask, cache=cache, checked=True)  # (B, 1, D)
+        hidden = model.decode(ys[:, cache.length:], memory, src_mask, cache=cache)  # (B, 1, D): the newest token
     logits = model.generator(hidden[:, -1]).float()  # (B, V)
     if banned.numel():
         logits[:, banned] = float("-inf")
@@ -45,31 +34,16 @@ def _next_logits(model: Transformer, ys: Tensor, memory: Tensor, src_mask: Tenso
 
 
 def _encode(model: Transformer, src: Tensor, src_mask: Tensor | None) -> tuple[Tensor, Tensor]:
-    """The encoder's output and the source mask (default: padding), checked for the decoding steps.
-
-    The steps call the decoder with ``checked=True``, so the mask is checked here, once, for
-    the cross-attention of one target position at a time: (B, 1, 1, S) or (B, H, 1, S).
-    """
+    """The memory and the source mask (default: padding), which must serve one query at a time: (B, 1 or H, 1, S)."""
     if src_mask is None:
         src_mask = make_padding_mask(src, model.config.pad_id)  # (B, 1, 1, S)
-    memory = model.encode(src, src_mask)  # (B, S, D); checks src and the mask for the encoder
+    memory = model.encode(src, src_mask)  # (B, S, D)
     check_mask(src_mask, (src.size(0), model.config.n_heads, 1, src.size(1)), name="src_mask")
     return memory, src_mask
 
 
-def _check_max_len(model: Transformer, max_len: int) -> None:
-    """The decoder reads up to ``max_len`` positions: refuse before the first step what the table cannot hold."""
-    check_int(max_len, "max_len", 1)
-    table = model.config.max_len
-    if max_len > table:
-        raise ValueError(
-            f"max_len={max_len} is longer than the model's positional table (config.max_len={table}): "
-            f"generating {max_len} tokens feeds the decoder {max_len} positions; pass max_len <= {table}"
-        )
-
-
-def _prepare(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None,
-             banned_ids: Sequence[int] | None) -> Tensor:
+def _prepare(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None, banned_ids: Sequence[int] | None,
+             max_len: int | None) -> Tensor:
     """Check what both searches share; return the banned ids as a tensor on ``src``'s device."""
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a minitransformer Transformer, got {type(model).__name__}")
@@ -87,11 +61,9 @@ def _prepare(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None,
     if eos_id is not None:
         check_int(eos_id, "eos_id", 0, below=vocab, why=in_vocab)
     if bos_id == pad_id:
-        raise ValueError(
-            f"bos_id={bos_id} is also the model's pad id: the start token would be hidden as padding wherever "
-            "the target's padding mask is used (teacher forcing in training), so its first position would "
-            "attend to nothing. Give the start token its own id"
-        )
+        raise ValueError(f"bos_id={bos_id} is also the model's pad id: the start token would be hidden as padding "
+                         "wherever the target's padding mask is used (teacher forcing in training), so its first "
+                         "position would attend to nothing. Give the start token its own id")
     if banned_ids is None:
         banned = [pad_id, bos_id]
     else:
@@ -102,6 +74,12 @@ def _prepare(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None,
             raise ValueError(f"eos_id={eos_id} is in banned_ids {list(banned_ids)}: no sentence could ever end")
         if len(set(banned)) >= vocab:
             raise ValueError(f"banned_ids bans all {vocab} token ids: nothing is left to generate")
+    if max_len is not None:  # the decoder reads up to max_len positions
+        check_int(max_len, "max_len", 1)
+        if max_len > model.config.max_len:
+            raise ValueError(f"max_len={max_len} is longer than the model's positional table (config.max_len="
+                             f"{model.config.max_len}): generating {max_len} tokens feeds the decoder {max_len} "
+                             f"positions; pass max_len <= {model.config.max_len}")
     return torch.tensor(sorted(set(banned)), dtype=torch.long, device=src.device)
 
 
@@ -109,32 +87,12 @@ def _prepare(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None,
 def greedy_decode(model: Transformer, src: Tensor, max_len: int, bos_id: int, eos_id: int | None,
                   src_mask: Tensor | None = None, use_cache: bool = True,
                   banned_ids: Sequence[int] | None = None) -> Tensor:
-    """Pick the most likely next token at each step, for a whole batch at once.
+    """The most likely next token at each step, for a whole batch: ids (B, 1 + L) from ``bos_id``. Lesson 06.
 
-    Each sentence stops at its own end token; positions after it are filled with the
-    model's pad id. The loop ends when every sentence has finished or after ``max_len``
-    new tokens.
-
-    Args:
-        model: a :class:`Transformer` (put it in eval mode first to switch dropout off).
-        src: source ids, (B, S).
-        max_len: most tokens to generate after the start token, at most ``config.max_len``.
-        bos_id: start token, fed as the first decoder input; must differ from the pad id.
-        eos_id: end token, or None for a task without one: then exactly ``max_len``
-            tokens are generated for every sentence.
-        src_mask: padding mask (B, 1, 1, S); defaults to the padding mask of ``src``.
-        use_cache: reuse keys and values of earlier steps (same result, faster).
-        banned_ids: token ids never generated. The default (None) bans the pad id and
-            ``bos_id``, right for a tokenizer whose start token is not a real output. Where
-            the start symbol is also a real symbol (a copy task), pass ``[pad_id]``;
-            ``[]`` bans nothing.
-
-    Returns:
-        Token ids (B, 1 + L), L <= max_len (L == max_len when ``eos_id`` is None),
-        beginning with ``bos_id``.
+    Each sentence stops at its ``eos_id`` (None: after ``max_len`` tokens) and is padded after it. ``banned_ids``
+    are never generated, by default the pad id and ``bos_id`` (a copy task passes ``[pad_id]``). Eval mode first.
     """
-    banned = _prepare(model, src, bos_id, eos_id, banned_ids)
-    _check_max_len(model, max_len)
+    banned = _prepare(model, src, bos_id, eos_id, banned_ids, check_int(max_len, "max_len", 1))
     pad_id = model.config.pad_id
     memory, src_mask = _encode(model, src, src_mask)  # (B, S, D), (B, 1, 1, S)
     cache = model.new_cache() if use_cache else None
@@ -151,30 +109,19 @@ def greedy_decode(model: Transformer, src: Tensor, max_len: int, bos_id: int, eo
     return ys
 
 
-def _check_alpha(alpha: object) -> float:
+def length_penalty(length: Tensor | int, alpha: float) -> Tensor:
+    """lp(Y) = ((5 + |Y|) / 6) ** alpha, the length normalisation of Wu et al. (2016) used by the paper."""
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
         raise TypeError(f"alpha must be a float, got {type(alpha).__name__} {alpha!r}")
-    if not math.isfinite(alpha) or alpha < 0:
+    if not math.isfinite(alpha) or alpha < 0:  # a NaN would make every score NaN
         raise ValueError(f"alpha, the length penalty exponent, must be a finite number >= 0 (paper: 0.6), got {alpha}")
-    return float(alpha)
-
-
-def length_penalty(length: Tensor | int, alpha: float) -> Tensor:
-    """lp(Y) = ((5 + |Y|) / 6) ** alpha, the length normalisation of Wu et al. (2016) used by the paper.
-
-    ``alpha`` must be a finite number >= 0 (a NaN would make every score NaN).
-    """
-    _check_alpha(alpha)
     return ((5.0 + torch.as_tensor(length, dtype=torch.float32)) / 6.0) ** alpha
 
 
 def beam_memory(config: TransformerConfig, rows: int, src_len: int, out_len: int) -> int:
-    """Bytes that beam search over ``rows`` = sentences x beam hypotheses takes at most (float32).
-
-    The encoder output and cross-attention keys and values (S positions), the decoder's
-    self-attention cache (up to ``out_len`` positions) and the scores of every next token.
-    """
+    """Bytes (float32) that beam search over ``rows`` = sentences x hypotheses takes at most."""
     d, layers = config.d_model, config.n_decoder_layers
+    # The memory and the cross-attention keys and values (S positions), the self-attention cache and the scores.
     per_row = d * src_len * (1 + 2 * layers) + 2 * layers * d * out_len + 4 * config.tgt_vocab_size
     return 4 * rows * per_row
 
@@ -185,47 +132,16 @@ def beam_search(model: Transformer, src: Tensor, bos_id: int, eos_id: int | None
                 src_mask: Tensor | None = None, use_cache: bool = True,
                 banned_ids: Sequence[int] | None = None,
                 on_finished: Callable[[int, Tensor, float, float, bool], None] | None = None) -> Tensor:
-    """Beam search with length penalty, batched over sentences and beams (paper, section 6.1).
+    """Beam search with length penalty, batched over sentences and beams (paper, section 6.1). Lesson 08.
 
-    Each sentence keeps ``beam_size`` live hypotheses. A candidate that ends with the end
-    token and ranks among the best ``beam_size`` of its step is finished, scored
-    log P(Y) / lp(Y). A sentence is done when it has ``beam_size`` finished hypotheses or
-    reaches its maximum length (source length + ``max_extra_len``, as in the paper, or
-    ``max_len`` when given); the best finished hypothesis is returned. With
-    ``beam_size=1`` this is exactly greedy decoding.
-
-    Args:
-        model: a :class:`Transformer` in eval mode.
-        src: source ids (B, S); padding must use the model's pad id.
-        bos_id: start token; must differ from the pad id.
-        eos_id: end token, or None: then every hypothesis runs to the maximum length.
-        beam_size: hypotheses kept per sentence (paper: 4); more than the vocabulary size
-            is cut to it, and a search that cannot fit in the device's memory is refused.
-        alpha: length penalty exponent, finite and >= 0 (paper: 0.6).
-        max_extra_len: maximum output length beyond the source length (paper: 50); this
-            default limit is cut to the positional table, ``config.max_len``.
-        max_len: a fixed maximum output length instead, at most ``config.max_len``.
-        src_mask: padding mask (B, 1, 1, S); defaults to the padding mask of ``src``.
-        use_cache: reuse keys and values of earlier steps.
-        banned_ids: token ids never generated; default (None) the pad id and ``bos_id``
-            (see :func:`greedy_decode`).
-        on_finished: called for every hypothesis that finishes, in the order found, as
-            ``on_finished(sentence, ids, log_prob, score, ended)``: the sentence's index in the
-            batch, its ids (1 + L,) from ``bos_id``, log P(Y), the score log P(Y) / lp(Y) the search
-            ranks by, and whether it ended with the end token (False: cut at the length limit).
-            It shows what the search weighed besides its winner
-            (:func:`minitransformer.playground.beam_hypotheses`).
-
-    Returns:
-        Token ids (B, 1 + L) beginning with ``bos_id``, each row ending with its end token
-        (unless cut at its maximum length) and padded after it.
+    A sentence is done with ``beam_size`` hypotheses ended by ``eos_id``, scored log P(Y) / lp(Y), or at its
+    maximum length (source + ``max_extra_len``, or ``max_len``); returns each one's best, (B, 1 + L), padded.
+    ``on_finished(sentence, ids, log_prob, score, ended)`` sees every finished hypothesis, in the order found.
     """
-    banned = _prepare(model, src, bos_id, eos_id, banned_ids)
+    banned = _prepare(model, src, bos_id, eos_id, banned_ids, max_len)
     check_int(beam_size, "beam_size", 1)
     check_int(max_extra_len, "max_extra_len", 0)
-    _check_alpha(alpha)
-    if max_len is not None:
-        _check_max_len(model, max_len)
+    length_penalty(1, alpha)  # checks alpha before the first step
     # No more hypotheses than tokens: each step ranks beam x vocabulary candidates anyway.
     beam_size = min(beam_size, model.config.tgt_vocab_size)
     pad_id = model.config.pad_id

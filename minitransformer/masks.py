@@ -26,30 +26,14 @@ from .utils import check_memory
 
 
 def make_padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
-    """Mask that lets every query see the non-padding keys of its own sentence.
-
-    Args:
-        tokens: token ids, shape (B, S).
-        pad_id: the id used for padding.
-
-    Returns:
-        Bool tensor of shape (B, 1, 1, S), True where the token is not padding.
-    """
+    """Token ids (B, S) -> (B, 1, 1, S), True where the token is not padding: every query sees its sentence."""
     if tokens.dim() != 2:
         raise ValueError(f"tokens must have shape (B, S), got a tensor of shape {tuple(tokens.shape)}")
     return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, S)
 
 
 def make_causal_mask(size: int, device: torch.device | str | None = None) -> Tensor:
-    """Mask that lets position t see positions 0..t and nothing after it.
-
-    Args:
-        size: sequence length T.
-        device: where to create the mask.
-
-    Returns:
-        Bool tensor of shape (1, 1, T, T), lower-triangular (diagonal included).
-    """
+    """(1, 1, T, T) lower-triangular, diagonal included: position t sees positions 0..t and nothing after."""
     # Under torch.compile the size is a symbolic integer (it changes from batch to batch) and
     # the checks are left out: formatting it fails, and reading the RAM's size splits the graph.
     if not torch.compiler.is_compiling():
@@ -60,15 +44,7 @@ def make_causal_mask(size: int, device: torch.device | str | None = None) -> Ten
 
 
 def make_target_mask(tgt: Tensor, pad_id: int) -> Tensor:
-    """Padding mask and causal mask of a decoder input combined.
-
-    Args:
-        tgt: target token ids, shape (B, T).
-        pad_id: the id used for padding.
-
-    Returns:
-        Bool tensor of shape (B, 1, T, T).
-    """
+    """Padding mask and causal mask of target ids (B, T) combined: (B, 1, T, T)."""
     return make_padding_mask(tgt, pad_id) & make_causal_mask(tgt.size(1), device=tgt.device)
 
 

@@ -1,18 +1,7 @@
-"""The other two Transformer families, built from the same blocks (lesson 09).
+"""The two families that keep one stack of the paper's model, built from the same blocks: lesson 09.
 
-The paper's model is an encoder-decoder. Keep one stack and you get the two families that
-followed it:
-
-* **encoder-only** (:class:`EncoderClassifier`, the BERT family): the encoder stack with its
-  padding mask, every token sees every other; a head reads one pooled vector per sentence.
-* **decoder-only** (:class:`DecoderOnlyLM`, the GPT family): a decoder without cross-attention,
-  which is exactly an encoder layer under a causal mask; the head reads every position and
-  predicts the next token. Its output projection is tied to the token embedding (section 3.4).
-
-Nothing here re-implements a layer: both models are :class:`~minitransformer.layers.EncoderLayer`
-stacks (:class:`~minitransformer.model.Encoder`) with :class:`TokenEmbedding`,
-:class:`PositionalEncoding` and the masks of :mod:`minitransformer.masks`. Generation reuses the
-key/value cache of :mod:`minitransformer.cache`.
+Encoder-only (:class:`EncoderClassifier`, BERT's) and decoder-only (:class:`DecoderOnlyLM`, GPT's: a decoder
+layer without cross-attention is an encoder layer under a causal mask). Nothing here re-implements a layer.
 """
 
 from __future__ import annotations
@@ -25,10 +14,6 @@ from .embeddings import PositionalEncoding, TokenEmbedding
 from .masks import make_causal_mask, make_padding_mask
 from .model import Encoder, xavier_init
 
-__all__ = ["BagOfWordsClassifier", "DecoderOnlyLM", "EncoderClassifier", "masked_mean", "next_token_probabilities",
-           "sample_next_token"]
-
-
 def _check_ids(tokens: Tensor, name: str) -> None:
     if not isinstance(tokens, Tensor) or tokens.dim() != 2:
         shape = tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
@@ -38,15 +23,7 @@ def _check_ids(tokens: Tensor, name: str) -> None:
 
 
 def masked_mean(x: Tensor, keep: Tensor) -> Tensor:
-    """Average the vectors of each sequence over its real (non-padding) positions.
-
-    Args:
-        x: hidden states (B, T, D).
-        keep: bool (B, T), True for real tokens. Each row needs at least one True.
-
-    Shape:
-        Returns (B, D).
-    """
+    """Hidden states (B, T, D) averaged over the positions where ``keep`` (B, T) is True: (B, D)."""
     if keep.shape != x.shape[:2]:
         raise ValueError(f"keep must have shape (B, T) = {tuple(x.shape[:2])}, got {tuple(keep.shape)}")
     weights = keep.to(x.dtype)[..., None]  # (B, T, 1)
@@ -55,23 +32,10 @@ def masked_mean(x: Tensor, keep: Tensor) -> Tensor:
 
 
 class EncoderClassifier(nn.Module):
-    """Encoder-only classifier: embed, encode with the padding mask, mean-pool, project to classes.
+    """Encoder-only classifier: tokens (B, T) -> logits (B, C). Lesson 09.
 
-    Pooling: masked mean over the real tokens. A ``<cls>`` token (BERT) works as well, but its
-    vector is only useful once training has taught that one position to gather the sentence;
-    the mean hands the head every position from the first step, and leaving the padding out of
-    both the attention (padding mask) and the mean makes the output independent of how much
-    padding a batch adds.
-
-    Args:
-        vocab_size: number of token ids V.
-        n_classes: number of classes C.
-        d_model, n_heads, d_ff, n_layers, dropout, norm_first: as in the paper's encoder.
-        max_len: longest input accepted.
-        pad_id: the padding id; padding is hidden from attention and from the mean.
-
-    Shape:
-        tokens (B, T) ids; returns logits (B, C).
+    Unlike BERT's ``<cls>`` vector the mean of the real tokens reads every position from the first step; with
+    the padding hidden from the attention and the mean, the output does not depend on how much a batch adds.
     """
 
     def __init__(self, vocab_size: int, n_classes: int, d_model: int = 64, n_heads: int = 4, d_ff: int = 128,
@@ -98,20 +62,7 @@ class EncoderClassifier(nn.Module):
 
 
 class BagOfWordsClassifier(nn.Module):
-    """The baseline: logistic regression on word counts, blind to word order.
-
-    logits = counts(tokens) W + b, with one weight row per token id, computed without building
-    the (B, V) count matrix: the sum of the rows of ``weight`` picked by the tokens is the same
-    product. Padding contributes nothing.
-
-    Args:
-        vocab_size: number of token ids V.
-        n_classes: number of classes C.
-        pad_id: the padding id.
-
-    Shape:
-        tokens (B, T) ids; returns logits (B, C).
-    """
+    """The baseline, blind to word order: logistic regression on word counts, (B, T) -> (B, C). Lesson 09."""
 
     def __init__(self, vocab_size: int, n_classes: int, pad_id: int = 0) -> None:
         super().__init__()
@@ -122,24 +73,14 @@ class BagOfWordsClassifier(nn.Module):
 
     def forward(self, tokens: Tensor) -> Tensor:
         _check_ids(tokens, "tokens")
-        return self.weight(tokens).sum(dim=1) + self.bias  # (B, C)
+        return self.weight(tokens).sum(dim=1) + self.bias  # (B, C): counts(tokens) W + b, without the (B, V) counts
 
 
 class DecoderOnlyLM(nn.Module):
-    """Decoder-only (GPT-style) language model: encoder layers under a causal mask, tied output layer.
+    """Decoder-only (GPT-style) language model: tokens (B, T <= max_len) -> logits (B, T, V). Lesson 09.
 
-    A decoder layer without its cross-attention is an encoder layer whose self-attention is
-    causal, so the stack is an :class:`~minitransformer.model.Encoder` (``.decoder``) and every
-    forward pass passes :func:`make_causal_mask`. The pre-softmax projection ``generator`` shares
-    its (V, D) matrix with the token embedding.
-
-    Args:
-        vocab_size: number of token ids V.
-        d_model, n_heads, d_ff, n_layers, dropout, norm_first: as in the paper.
-        max_len: context length: the longest sequence one forward pass reads.
-
-    Shape:
-        tokens (B, T) with T <= max_len; returns logits (B, T, V), row t predicting token t + 1.
+    The stack ``decoder`` is an :class:`~minitransformer.model.Encoder` run under the causal mask; row t of
+    the logits predicts token t + 1. ``generator`` shares the token embedding's (V, D) matrix (section 3.4).
     """
 
     def __init__(self, vocab_size: int, d_model: int = 64, n_heads: int = 4, d_ff: int = 256, n_layers: int = 2,
@@ -160,35 +101,24 @@ class DecoderOnlyLM(nn.Module):
 
     def hidden_states(self, tokens: Tensor, cache: DecoderCache | None = None,
                       need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
-        """Final hidden states (B, T, D) and, with ``need_weights``, each layer's weights (B, H, T, T_all).
+        """Final hidden states (B, T, D) and, with ``need_weights``, each layer's weights (B, H, T, cached + T).
 
-        With ``cache``, ``tokens`` are the positions not seen yet: they sit after the cached
-        ones, attend to them, and are appended to the cache.
+        With ``cache`` ``tokens`` are the new positions: they follow the cached ones and attend to them.
         """
         _check_ids(tokens, "tokens")
         offset = cache.length if cache is not None else 0
         length = tokens.size(1)
         if offset + length > self.max_len:
             raise ValueError(f"tokens has {length} positions after {offset} cached ones but max_len={self.max_len}: "
-                             f"expected at most {self.max_len} in all; shorten the input or build the model with "
-                             "a larger max_len")
-        if length == 1 and offset > 0:
-            mask = None  # one new query may see every cached key
-        else:
-            # New position i sits at offset + i and may see keys 0 .. offset + i.
+                             f"expected at most {self.max_len} in all; shorten the input or raise max_len")
+        mask = None  # one new query may see every cached key
+        if length > 1 or offset == 0:  # new position i sits at offset + i and may see keys 0 .. offset + i
             mask = make_causal_mask(offset + length, device=tokens.device)[..., offset:, :]  # (1, 1, T, offset + T)
         x = self.positional(self.embed(tokens), offset=offset)  # (B, T, D)
-        maps = []
-        for i, layer in enumerate(self.decoder.layers):
-            layer_cache = cache.layers[i].self_attn if cache is not None else None
-            x, weights = layer.forward_with_weights(x, mask, need_weights=need_weights, cache=layer_cache)
-            if weights is not None:
-                maps.append(weights)
-        if self.decoder.norm is not None:
-            x = self.decoder.norm(x)
+        out = self.decoder(x, mask, cache, need_weights=need_weights)  # (B, T, D), or with the weights
         if cache is not None:
             cache.length += length
-        return x, maps
+        return out if need_weights else (out, [])
 
     def forward(self, tokens: Tensor, cache: DecoderCache | None = None) -> Tensor:
         return self.generator(self.hidden_states(tokens, cache)[0])  # (B, T, V)
@@ -201,26 +131,10 @@ class DecoderOnlyLM(nn.Module):
     @torch.no_grad()
     def generate(self, prompt_ids: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
                  seed: int | None = None, use_cache: bool = True) -> Tensor:
-        """Continue ``prompt_ids`` by sampling one token at a time.
+        """``prompt_ids`` (T,) or (B, T) followed by ``max_new_tokens`` sampled ones (:func:`sample_next_token`).
 
-        Each step samples from :func:`next_token_probabilities` of the last position.
-        With ``use_cache`` only the newest token goes through the model at each step; the keys and
-        values of the earlier ones come from the cache. Once the text is longer than ``max_len``
-        the model reads the last ``max_len`` tokens: every position then shifts by one at each
-        step, so the cache cannot be reused and the window is recomputed (both paths give the
-        same tokens).
-
-        Args:
-            prompt_ids: (T,) or (B, T) token ids, 1 <= T <= max_len.
-            max_new_tokens: how many tokens to add.
-            temperature: divides the logits; 0 picks the most likely token (greedy).
-            top_k: sample among the k most likely tokens only (None: all V).
-            seed: seeds a private generator, so the same call gives the same text; None uses
-                PyTorch's global generator.
-            use_cache: False recomputes the whole prefix at every step (slower, same result).
-
-        Returns:
-            The prompt followed by the new tokens, (T + max_new_tokens,) or (B, T + max_new_tokens).
+        ``seed`` seeds a private generator (None: PyTorch's global one). Past ``max_len`` tokens the model reads
+        the last ``max_len``; every position then shifts at each step, so the cache restarts with the window.
         """
         if not isinstance(prompt_ids, Tensor) or prompt_ids.dim() not in (1, 2):
             got = tuple(prompt_ids.shape) if isinstance(prompt_ids, Tensor) else type(prompt_ids).__name__
@@ -228,17 +142,14 @@ class DecoderOnlyLM(nn.Module):
         squeeze = prompt_ids.dim() == 1
         ids = prompt_ids[None] if squeeze else prompt_ids  # (B, T)
         if ids.size(1) == 0:
-            raise ValueError(f"prompt_ids is empty (shape {tuple(prompt_ids.shape)}): expected at least one "
-                             "token id to continue from")
+            raise ValueError(f"prompt_ids is empty (shape {tuple(prompt_ids.shape)}): expected at least one token id")
         if ids.size(1) > self.max_len:
             raise ValueError(f"prompt_ids has {ids.size(1)} tokens but the model's max_len is {self.max_len}: "
                              f"expected a prompt of at most {self.max_len} tokens")
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
         _check_sampling(temperature, top_k, self.vocab_size)
-        generator = None
-        if seed is not None:
-            generator = torch.Generator(device=ids.device).manual_seed(seed)
+        generator = torch.Generator(device=ids.device).manual_seed(seed) if seed is not None else None
         was_training = self.training
         self.eval()
         cache = self.new_cache() if use_cache else None
@@ -260,30 +171,15 @@ class DecoderOnlyLM(nn.Module):
 def _check_sampling(temperature: float, top_k: int | None, vocab_size: int) -> None:
     if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or temperature < 0:
         raise ValueError(f"temperature must be a number >= 0 (0 means greedy), got {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int)
-                              or not 1 <= top_k <= vocab_size):
-        raise ValueError(f"top_k must be None or an integer from 1 to the vocabulary size {vocab_size}, "
-                         f"got {top_k!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= vocab_size):
+        raise ValueError(f"top_k must be None or an integer from 1 to the vocabulary size {vocab_size}, got {top_k!r}")
 
 
 def next_token_probabilities(logits: Tensor, temperature: float = 1.0, top_k: int | None = None) -> Tensor:
-    """The distribution generation samples from: top-k filtering, then softmax(logits / temperature).
-
-    Temperature below 1 sharpens the distribution, above 1 flattens it; 0 is the limit, all the
-    probability on the most likely token (the first one on a tie). Top-k keeps the k largest logits
-    and gives every other token probability 0.
-
-    Args:
-        logits: (..., V) scores of the next token.
-        temperature: >= 0.
-        top_k: None (keep all) or 1 <= k <= V.
-
-    Shape:
-        Returns (..., V), each row summing to 1.
-    """
+    """softmax(logits / temperature) over the ``top_k`` largest logits (None: all), (..., V) -> (..., V). Lesson 09."""
     _check_sampling(temperature, top_k, logits.size(-1))
     logits = logits.float()
-    if temperature == 0 or top_k == 1:
+    if temperature == 0 or top_k == 1:  # the limit: all the probability on the first most likely token
         return torch.zeros_like(logits).scatter_(-1, logits.argmax(dim=-1, keepdim=True), 1.0)  # (..., V)
     if top_k is not None:
         kth = logits.topk(top_k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest
@@ -293,16 +189,7 @@ def next_token_probabilities(logits: Tensor, temperature: float = 1.0, top_k: in
 
 def sample_next_token(logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
                       generator: torch.Generator | None = None) -> Tensor:
-    """Draw one token per row from :func:`next_token_probabilities`; temperature 0 or top_k 1 is argmax.
-
-    Args:
-        logits: (B, V).
-        temperature, top_k: as in :func:`next_token_probabilities`.
-        generator: random generator for the draw (None: the global one).
-
-    Shape:
-        Returns (B, 1) int64 ids.
-    """
+    """One token id per row of ``logits`` (B, V), drawn from :func:`next_token_probabilities`: (B, 1)."""
     if logits.dim() != 2:
         raise ValueError(f"logits must have shape (B, V), got {tuple(logits.shape)}")
     _check_sampling(temperature, top_k, logits.size(-1))

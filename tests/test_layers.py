@@ -79,3 +79,14 @@ def test_dropout_is_active_only_in_training():
     assert not torch.allclose(layer(x), layer(x))
     layer.eval()
     assert_close(layer(x), layer(x))
+
+
+def test_need_weights_returns_the_same_output_and_the_weights():
+    enc, dec = EncoderLayer(16, 2, 32, dropout=0.0).eval(), DecoderLayer(16, 2, 32, dropout=0.0).eval()
+    x, memory, causal = torch.randn(2, 5, 16), torch.randn(2, 7, 16), make_causal_mask(5)
+    out, weights = enc(x, causal, need_weights=True)
+    assert_close(out, enc(x, causal), **TOL)
+    assert weights.shape == (2, 2, 5, 5) and torch.all(weights[..., 0, 1:] == 0)  # the first query sees itself only
+    out, self_weights, cross_weights = dec(x, memory, tgt_mask=causal, need_weights=True)
+    assert_close(out, dec(x, memory, tgt_mask=causal), **TOL)
+    assert self_weights.shape == (2, 2, 5, 5) and cross_weights.shape == (2, 2, 5, 7)

@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from minitransformer import Transformer, TransformerConfig, make_padding_mask
+from minitransformer import DecoderCache, Transformer, TransformerConfig, make_padding_mask
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -144,3 +144,5 @@ def test_decode_checks_the_memory_it_is_given_once_for_all_layers():
     with pytest.raises(TypeError, match="memory must be the encoder's output.*int64"):
         model.decode(tgt, memory.long())
     assert model.decode(tgt, memory).shape == (1, 3, 64)
+    with pytest.raises(ValueError, match="cache has 3 layers but the decoder has 2"):
+        model.decode(tgt, memory, cache=DecoderCache(3))
