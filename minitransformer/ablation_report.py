@@ -1,11 +1,7 @@
 """Reading an ablation suite's results: paired comparisons with the baseline and the paper, and figures (lesson 10).
 
-The results are the JSON written by ``benchmarks/ablations.py`` (see
-:mod:`minitransformer.ablations`). A variant is compared with its reference seed by seed
-(:mod:`minitransformer.ablation_stats`): a 95% confidence interval of the paired difference,
-and a verdict ("better", "worse") only where the paired t-test stays significant after Holm's
-correction over the whole suite; otherwise "inconclusive at this budget". The paper's change
-is its Table 3 row against its base model, on the same scale (perplexity ratio, BLEU points).
+A verdict ("better", "worse") is given only where the paired t-test stays significant after Holm's correction
+(:mod:`minitransformer.ablation_stats`); otherwise "inconclusive at this budget".
 """
 
 from __future__ import annotations

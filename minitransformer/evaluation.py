@@ -1,10 +1,7 @@
-"""Translation quality: exact match, sacreBLEU, a batched translate helper (lessons 07 and 08), and the
-warnings about input unlike the training data.
+"""Translation quality: exact match, sacreBLEU, batched translation (lessons 07 and 08), and input warnings.
 
-BLEU follows the now usual practice (Post, 2018, "A Call for Clarity in Reporting BLEU
-Scores"): sacreBLEU's ``corpus_bleu`` on detokenized, cased output against the raw
-reference sentences, with its default 13a tokenization. The paper's figures were computed
-on tokenized text with multi-bleu.perl and are not directly comparable.
+BLEU is sacreBLEU's ``corpus_bleu`` on detokenized, cased output (Post, 2018); the paper's multi-bleu.perl
+figures on tokenized text are not directly comparable.
 """
 
 from __future__ import annotations

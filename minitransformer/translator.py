@@ -1,10 +1,5 @@
-"""The German -> English translator of lesson 08: find the trained one, or make a short stand-in.
-
-``python -m minitransformer train --dataset multi30k`` trains the translator into
-``runs/multi30k`` (on a machine without a CUDA GPU, the laptop recipe of
-:data:`~minitransformer.training.options.CPU_RECIPES`). Lesson 08 shows decoding, beam search,
-attention and BLEU on that model when it is there; otherwise it trains a short run itself, says
-so, and carries on (the stored outputs of the lesson come from the full model).
+"""The German -> English translator of lesson 08: the one ``train --dataset multi30k`` left in ``runs/multi30k``,
+or a short stand-in run, announced, when there is none.
 """
 
 from __future__ import annotations

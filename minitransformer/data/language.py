@@ -1,11 +1,7 @@
 """Does a sentence look German or English? A small, transparent guess for the translator's warnings.
 
-A model trained on Multi30k German -> English has seen only German on its source side: given an
-English sentence it still answers, with something that looks like a translation. ``translate``
-warns when the input looks like the wrong language. The guess counts the most common short
-words of each language (articles, pronouns, prepositions, auxiliaries), which carry most of the
-signal in one sentence; it says nothing when the evidence is thin (fewer than two such words,
-or a tie), so a warning is only given for a clear case.
+It counts each language's commonest short words and says nothing on thin evidence (fewer than two, or a tie),
+so a warning is only given for a clear case.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""Lesson 05: post-LN (the paper) and pre-LN through depth, at initialisation.
-
-Post-LN, LayerNorm(x + Sublayer(x)), normalises the residual stream after every sub-layer: its
-size stays sqrt(d_model), and the gradient of the loss reaches the last layers at full size but
-has to pass through N LayerNorms to reach the first ones. Pre-LN, x + Sublayer(LayerNorm(x)),
-leaves the stream unnormalised: it grows with depth, each layer adds a smaller share, and the
-gradients of the layers are smaller and more alike (Xiong et al., 2020), which is why pre-LN
-trains without a warm-up. The view measures one backward pass of a random encoder stack.
+"""Lesson 05: post-LN (the paper) and pre-LN through depth, at initialisation: one backward pass of a random
+encoder stack, the size of the residual stream and of each layer's gradient.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Lesson 01: how large a token's vector is next to its position's, with and without x sqrt(d_model).
+"""Lesson 01: how large a token's vector is next to its position's, with and without x sqrt(d_model) (section 3.4).
 
-The model's input is ``embedding(token) * sqrt(d_model) + PE(position)`` (section 3.4). A
-position vector has entries of size about 0.7 (a sine and a cosine per pair, so its norm is
-sqrt(d_model / 2) whatever d_model is). A token vector drawn from N(0, 1/d_model), the paper's
-reference start, has entries of size 1/sqrt(d_model): without the factor sqrt(d_model) it is
-sqrt(2/d_model) times smaller than the position vector it is added to, and the sum says mostly
-where a token is, not which token it is. The view shows both spreads and their ratio.
+Without the factor, an N(0, 1/d_model) token vector is sqrt(2/d_model) times the size of the position vector
+it is added to, and the sum says mostly where a token is, not which.
 """
 
 from __future__ import annotations

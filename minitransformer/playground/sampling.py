@@ -1,9 +1,7 @@
 """Lesson 09: temperature and top-k, on the next-token distribution and on sampled text.
 
-Generation samples the next token from softmax(logits / T) over the k most likely tokens
-(:func:`~minitransformer.variants.next_token_probabilities`). T < 1 sharpens the distribution
-(T -> 0 is greedy: all the probability on the argmax), T > 1 flattens it towards uniform; top-k
-gives every token outside the k best probability 0, so an unlikely token can never be drawn.
+T < 1 sharpens softmax(logits / T) (T -> 0 is greedy), T > 1 flattens it; top-k gives every token outside the
+k best probability 0.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Where a run's checkpoints are: their file names in a run folder, the newest, the one a resume continues from.
-
-A run folder holds ``checkpoint-<step>.pt`` files (the step zero-padded to 8 digits, so that names
-sort by step), ``best.pt`` (a copy of the checkpoint with the best validation figure) and, while an
-``--overwrite`` run has not yet written its first checkpoint, the earlier run's files in
-``.replaced-run/``. What is inside a checkpoint file is :mod:`.checkpoint`.
+"""Where a run's checkpoints are: ``checkpoint-<step>.pt`` (8 digits, so names sort by step), ``best.pt``,
+the newest, and the one a resume continues from.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Several processes with ``torchrun`` and DistributedDataParallel, and a polite Ctrl-C.
+"""Several processes with ``torchrun`` and DistributedDataParallel, and a polite Ctrl-C (lesson 07).
 
-``torchrun --nproc_per_node=N -m minitransformer train ...`` starts N processes and sets
-RANK, LOCAL_RANK and WORLD_SIZE; :func:`init_distributed` reads them and joins the process
-group (NCCL on CUDA GPUs, gloo on CPUs, so it also runs on a laptop). Launched plainly,
-there is one process and no process group. Taught in lesson 07.
+NCCL on CUDA GPUs, gloo on CPUs, so it also runs on a laptop; launched plainly there is one process and no group.
 """
 
 from __future__ import annotations

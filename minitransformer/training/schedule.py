@@ -1,9 +1,6 @@
-"""The learning-rate schedule of the paper: linear warm-up, then inverse square root decay.
+"""The learning-rate schedule of the paper (section 5.3; lesson 07): linear warm-up, then inverse square root decay.
 
-Paper, section 5.3: lrate = d_model^-0.5 * min(step_num^-0.5, step_num * warmup_steps^-1.5),
-with warmup_steps = 4000. The two terms meet at step_num = warmup_steps, where the rate
-peaks at d_model^-0.5 * warmup_steps^-0.5. ``factor`` scales the whole curve (1 in the
-paper; small models and small batches often like 1-2). Taught in lesson 07.
+lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), peaking at step = warmup.
 """
 
 from __future__ import annotations
