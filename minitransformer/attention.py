@@ -81,7 +81,7 @@ class MultiHeadAttention(nn.Module):
     def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
                 need_weights: bool = False, cache: KVCache | None = None) -> tuple[Tensor, Tensor | None]:
         """query (B, Tq, D), key and value (B, Tk, D), mask broadcastable to (B, H, Tq, Tk), True = may attend."""
-        dtype = self.w_q.weight.dtype
+        dtype = self.w_q.weight.dtype  # what only the layer knows; under autocast dtypes mix on purpose
         for name, t in (("query", query), ("key", key), ("value", value)):
             if t.dtype != dtype and not torch.is_autocast_enabled(t.device.type):
                 raise TypeError(_dtype_error(name, t.dtype, dtype))

@@ -14,7 +14,7 @@ from torch import Tensor
 
 @dataclass
 class KVCache:
-    """Keys and values (B, H, Tk, Dk) of one attention layer: ``static`` for cross-attention (computed once)."""
+    """Keys and values (B, H, Tk, Dk) of one attention; ``static``: cross-attention's, computed once. Lesson 08."""
 
     static: bool = False
     key: Tensor | None = None
@@ -38,7 +38,7 @@ class KVCache:
 
 @dataclass
 class LayerCache:
-    """The two caches of one decoder layer."""
+    """The two caches of one decoder layer. Lesson 08."""
 
     self_attn: KVCache = field(default_factory=KVCache)
     cross_attn: KVCache = field(default_factory=lambda: KVCache(static=True))
@@ -46,7 +46,7 @@ class LayerCache:
 
 @dataclass
 class DecoderCache:
-    """One :class:`LayerCache` per decoder layer; ``length`` positions are done (the next token's offset)."""
+    """One :class:`LayerCache` per decoder layer; ``length``: positions done, the next one's offset. Lesson 08."""
 
     n_layers: int
     layers: list[LayerCache] = field(init=False)

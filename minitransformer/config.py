@@ -26,7 +26,7 @@ PRESETS: dict[str, tuple[int, int, int, int, float]] = {
 
 @dataclass(frozen=True)
 class TransformerConfig:
-    """Sizes and switches of the encoder-decoder Transformer; departures from the paper are lesson 10's ablations."""
+    """Sizes and switches of the Transformer; the departures from the paper are lesson 10's ablations. Lesson 06."""
 
     src_vocab_size: int
     tgt_vocab_size: int
