@@ -177,7 +177,8 @@ EXAMPLE_CLASS: dict[str, dict[str, tuple[tuple[str, str], ...] | None]] = {
         "task-4-code": (("return torch.exp(x - my_logsumexp(x, dim).unsqueeze(dim))  # the shape of x",
                          "return torch.exp(x) / torch.exp(x).sum(dim=dim, keepdim=True)"),),
     },
-    "worked-solution": {"task-1-code": None, "task-2-code": None, "task-3-code": None, "task-4-code": None},
+    "worked-solution": {"task-1-code": None, "task-2-code": None, "task-3-code": None, "task-4-code": None,
+                        "task-5-find": None, "task-5-code": None},
 }
 
 

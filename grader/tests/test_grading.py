@@ -114,7 +114,7 @@ def test_the_generator_keeps_the_stub_signature_and_indentation():
     solution = _read("solutions", "04_multi_head_attention")
     stub = next(c for c in exercise_from_solution(solution).cells if "class MyMultiHeadAttention" in c.source)
     assert "    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor," in stub.source
-    assert '        raise NotImplementedError("Task 2: project, split into heads' in stub.source
+    assert '        raise NotImplementedError("Task 2: multi-head attention, forward")' in stub.source
     ast_tree = __import__("ast").parse(stub.source)  # still valid Python
     assert ast_tree.body
 
