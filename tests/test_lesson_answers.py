@@ -44,7 +44,7 @@ def _outputs(lesson: str) -> str:
                      for o in c.get("outputs", []))
 
 
-@pytest.mark.parametrize("lesson", ["01", "02"])
+@pytest.mark.parametrize("lesson", ["01", "02", "03", "04", "10"])
 def test_every_try_it_has_a_prediction_and_a_folded_answer(lesson: str):
     assert _answer(lesson).strip()
 
@@ -83,3 +83,75 @@ def test_lesson_02_try_it():
     near = [k for k in range(1, 51) if math.cos(k) > 0.95]  # the control's offsets: 0 to 50
     assert near[0] == 6 and "$k = 6$" in answer
     assert max(range(1, 51), key=math.cos) == 44 and "$k = 44$, seven turns" in answer
+
+
+def test_lesson_03_try_it():
+    from minitransformer.playground.attention import masked_attention, softmax_saturation
+
+    answer = _answer("03")
+    unscaled = {d: softmax_saturation(d, scaled=False).max_weight for d in (128, 256)}
+    assert unscaled[128] <= 0.9 < unscaled[256]
+    assert f"{unscaled[128]:.3f} at $d_k = 128$ and {unscaled[256]:.3f} at $d_k = 256$" in answer
+    assert all(abs(softmax_saturation(d, scaled=True).max_weight - 0.3) < 0.05 for d in (4, 64, 1024))
+    causal, padded = masked_attention([], causal=True), masked_attention([4, 5], causal=True)
+    same = [row for row in range(6) if padded.weights[row].allclose(causal.weights[row])]
+    assert same == [0, 1, 2, 3] and "rows 0 to 3 stay as they were" in answer
+
+
+def test_lesson_04_try_it():
+    from minitransformer.playground.heads import head_patterns
+
+    answer = _answer("04")
+    views = [head_patterns(h, 64) for h in (1, 2, 4, 8, 16)]
+    assert views[-1].d_k == 4 and "$d_k = 64/16 = 4$" in answer
+    assert len({v.parameters for v in views}) == 1 and len({v.flops for v in views}) == 1
+    assert f"{views[0].parameters:,} parameters and {views[0].flops:,} FLOPs" in answer
+
+
+def _ablations() -> tuple[dict, dict]:
+    from minitransformer.ablation_report import load_results
+    from minitransformer.ablation_stats import analyse
+
+    report = load_results(ROOT / "benchmarks" / "results" / "ablations-cpu.json")
+    return report, analyse(report)
+
+
+def test_lesson_10_try_it():
+    report, analysis = _ablations()
+    answer = _answer("10")
+    both = [n for n, a in analysis.items() if min(a["bleu"]["differences"]) < 0 < max(a["bleu"]["differences"])]
+    assert both == ["heads_1", "heads_4", "d_ff_double", "smoothing_0", "no_clip"]
+    assert ", ".join(both[:-1]) + f" and {both[-1]}: all five are inconclusive on BLEU" in answer
+    assert all(analysis[n]["bleu"]["verdict"] == "inconclusive" for n in both)
+    below = [n for n, a in analysis.items() if max(a["bleu"]["differences"]) < 0 and a["bleu"]["verdict"] == "inconclusive"]
+    named = ["heads_16", "learned_pos", "untied", "d_ff_half"]
+    assert set(named) <= set(below) and len(below) > len(named) and ", ".join(named[1:3]) in answer
+    low, high = sorted(-d for d in analysis["heads_16"]["bleu"]["differences"])[::4]
+    assert f"every seed {low:.1f} to {high:.1f} BLEU below" in answer
+    assert 2 / 2 ** 5 == 0.0625 and "at least 0.0625" in answer
+
+
+def test_lesson_10_states_what_its_statistics_are():
+    report, analysis = _ablations()
+    how = _markdown("10", "### How to read the numbers")
+    assert "**unadjusted** 95% intervals" in how and "assumes the five differences are roughly normal" in how
+    line = [a[m]["p_holm"] for a in analysis.values() for m in ("ppl", "bleu") if 0.045 < a[m]["p_holm"] < 0.05]
+    assert len(line) == 4 and f"four verdicts sit at {line[0]:.4f}" in how
+    assert len({round(p, 6) for p in line}) == 1
+    assert len(analysis) * 2 == 40 and "all 40 comparisons" in how
+
+
+def test_lesson_10_states_the_schedule_result():
+    from minitransformer.ablation_report import curves
+
+    report, analysis = _ablations()
+    ppl = {n: report["summary"][n]["ppl"]["mean"] for n in ("baseline", "no_warmup", "constant_lr")}
+    ratio = math.exp(analysis["no_warmup"]["ppl"]["mean"])
+    first = {n: sum(v[0] for v in curves(report, n, "valid")[1]) / len(curves(report, n, "valid")[1])
+             for n in ("baseline", "no_warmup")}
+    text = _markdown("10", "The split answers its question.")
+    assert (f"perplexity is {ppl['no_warmup']:.2f}, with a constant rate {ppl['constant_lr']:.2f}, against "
+            f"{ppl['baseline']:.2f}" in text)
+    assert f"a factor of {ratio:.2f} in perplexity" in text
+    assert curves(report, "baseline", "valid")[0][0] == 200
+    assert f"at step 200 ({first['no_warmup']:.1f} against {first['baseline']:.1f})" in text
