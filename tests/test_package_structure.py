@@ -201,7 +201,7 @@ def test_the_checks_export_the_check_of_every_exercise_module() -> None:
     from minitransformer import checks
 
     modules = sorted(p.stem for p in (PACKAGE / "checks").glob("*.py") if not p.stem.startswith("_") and p.stem != "compare")
-    assert modules == ["debugging"] + [f"lesson{n:02d}" for n in range(11)] + ["questions"]
+    assert modules == ["capstone", "debugging"] + [f"lesson{n:02d}" for n in range(11)] + ["questions"]
     defined = {name: value for module in (importlib.import_module(f"minitransformer.checks.{m}") for m in modules)
                for name, value in vars(module).items()
                if name.startswith("check_") and value.__module__ == module.__name__}

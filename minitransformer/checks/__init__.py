@@ -6,8 +6,8 @@ inputs and edge cases, compares it with the package's own implementation, and ei
 ``✓ Task 2 passed: ...`` or raises an ``AssertionError`` that says what was expected, what your
 code gave and, for the usual mistakes, what probably went wrong.
 
-One module per exercise (``lesson00`` ... ``lesson10``), the conceptual questions of every exercise
-(:mod:`.questions`) and the helpers they share (:mod:`.compare`). The checks draw their inputs from
+One module per exercise (``lesson00`` ... ``lesson10``, ``capstone`` for exercise 11), the conceptual
+questions of every exercise (:mod:`.questions`) and the helpers they share (:mod:`.compare`). The checks draw their inputs from
 their own seeded generator and leave the global random state untouched, so calling one does not
 change what the rest of a notebook computes. The instructor's grader (the ``minitransformer-grader``
 distribution, ``grader/`` in the repository) runs these same functions on submitted notebooks.
@@ -15,6 +15,8 @@ distribution, ``grader/`` in the repository) runs these same functions on submit
 
 from __future__ import annotations
 
+from .capstone import (check_capstone_loss, check_capstone_model, check_capstone_run, check_capstone_training,
+                       check_initial_loss, check_overfit_one_batch)
 from .debugging import (check_fault, check_fixed_attention, check_fixed_bleu, check_fixed_encoder_layer,
                         check_fixed_lm_loss, check_fixed_multi_head, check_fixed_paired_interval,
                         check_fixed_positional_encoding, check_fixed_skipgram_step, check_fixed_smoothed_loss,
@@ -44,6 +46,10 @@ __all__ = [
     "check_beam_search",
     "check_beam_step",
     "check_bpe_merges",
+    "check_capstone_loss",
+    "check_capstone_model",
+    "check_capstone_run",
+    "check_capstone_training",
     "check_causal_mask",
     "check_checkpoint_average",
     "check_constant_schedule",
@@ -65,6 +71,7 @@ __all__ = [
     "check_fixed_smoothed_loss",
     "check_fixed_teacher_forcing",
     "check_greedy_decode",
+    "check_initial_loss",
     "check_label_smoothing_target",
     "check_layer_norm",
     "check_layers_to_connect",
@@ -77,6 +84,7 @@ __all__ = [
     "check_normalised_scores",
     "check_offset_rotation",
     "check_one_hot_embedding",
+    "check_overfit_one_batch",
     "check_padding_mask",
     "check_positional_encoding",
     "check_scaled_dot_product_attention",
