@@ -44,7 +44,7 @@ def _outputs(lesson: str) -> str:
                      for o in c.get("outputs", []))
 
 
-@pytest.mark.parametrize("lesson", ["01", "02", "03", "04", "08", "10"])
+@pytest.mark.parametrize("lesson", ["01", "02", "03", "04", "05", "06", "08", "10"])
 def test_every_try_it_has_a_prediction_and_a_folded_answer(lesson: str):
     assert _answer(lesson).strip()
 
@@ -184,3 +184,32 @@ def test_lesson_08_gives_the_gpu_recipe_a_cuda_machine_resolves():
     assert f"warm-up {laptop.warmup}, factor {laptop.lr_factor}, {laptop.epochs} epochs" in text
     questions = _markdown("08", "## Questions")
     assert f"GPU recipe's {gpu.warmup:,} warm-up steps" in questions and f"its {gpu.epochs} epochs" in questions
+
+
+def test_lesson_05_try_it():
+    from minitransformer.playground.depth import layer_gradients
+
+    answer = _answer("05")
+
+    def ratio(n_layers: int, norm_first: bool) -> float:
+        g = layer_gradients(n_layers, norm_first).gradient_norms
+        return (g[-1] / g[0]).item()
+
+    assert f"{ratio(12, False):.2f} times at depth 12 and {ratio(24, False):.2f} at 24" in answer
+    post = {n: ratio(n, False) for n in (27, 29)}
+    assert f"from {post[29]:.2f} at depth 29 to {post[27]:.2f} at 27" in answer
+    assert f"Pre-LN: {ratio(12, True):.2f} and {ratio(24, True):.2f}" in answer
+    pre = [ratio(n, True) for n in range(2, 33)]  # the control's depths
+    assert max(pre) < 1 and pre.index(max(pre)) == 0 and f"({max(pre):.2f} at most, at depth 2)" in answer
+
+
+def test_lesson_06_try_it():
+    from minitransformer.playground.attention import masked_attention
+
+    answer = _answer("06")
+    sentence = "the cat sat on the mat"  # the control's sentence: 6 positions
+    last_two = masked_attention([4, 5], causal=True, sentence=sentence)
+    assert last_two.weights[:, 4:].abs().sum() == 0 and answer.lstrip().startswith("None:")
+    first = masked_attention([0], causal=True, sentence=sentence)
+    assert first.weights[0].abs().sum() == 0 and not first.weights.isnan().any()
+    assert first.weights[1:].sum(dim=-1).allclose(first.weights.new_ones(5)) and "returns zeros" in answer
