@@ -11,6 +11,7 @@ import torch
 from minitransformer import DecoderOnlyLM, masked_mean, next_token_probabilities
 from minitransformer.checks import (check_decoder_only_logits, check_family_choice, check_masked_mean,
                                     check_next_token_probabilities)
+from minitransformer.checks import compare
 from minitransformer.checks.lesson09 import APPLICATIONS, FAMILIES
 
 
@@ -35,10 +36,22 @@ def _lm_logits(model: DecoderOnlyLM, tokens: torch.Tensor, *, mask: str = "tril"
     return logits[:, -1] if last_only else logits
 
 
+@pytest.fixture
+def package_judged_as_learner(monkeypatch):
+    """The package's own functions passed as the learner's: their operations are not judged (they are the reference)."""
+    monkeypatch.setattr(compare, "JUDGE", False)
+
+
 def test_decoder_only_logits_by_hand_passes(capsys: pytest.CaptureFixture[str]):
     check_decoder_only_logits(_lm_logits, task=1)
-    check_decoder_only_logits(lambda model, tokens: model(tokens))
     assert "Task 1 passed" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match=r"not model\(tokens\); your code called minitransformer's DecoderOnlyLM"):
+        check_decoder_only_logits(lambda model, tokens: model(tokens))  # right numbers, not built
+
+
+def test_the_model_s_own_forward_gives_the_right_logits(package_judged_as_learner, capsys):
+    check_decoder_only_logits(lambda model, tokens: model(tokens))
+    assert "passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -98,7 +111,7 @@ def _probs(logits, temperature, top_k, *, mode: str = "right"):
     return torch.softmax(filtered / tau, -1)
 
 
-def test_next_token_probabilities_passes(capsys: pytest.CaptureFixture[str]):
+def test_next_token_probabilities_passes(capsys: pytest.CaptureFixture[str], package_judged_as_learner):
     check_next_token_probabilities(_probs, task=2)
     check_next_token_probabilities(next_token_probabilities)
     assert "Task 2 passed" in capsys.readouterr().out
@@ -124,7 +137,7 @@ def test_next_token_probabilities_names_the_mistake(mode: str, message: str):
 # Task 3: masked mean pooling
 # ---------------------------------------------------------------------------------------------
 
-def test_masked_mean_passes(capsys: pytest.CaptureFixture[str]):
+def test_masked_mean_passes(capsys: pytest.CaptureFixture[str], package_judged_as_learner):
     def by_hand(x, keep):
         w = keep.float()[..., None]
         return (x * w).sum(1) / w.sum(1).clamp(min=1)
@@ -187,7 +200,7 @@ def test_family_choice_rejects_an_unknown_answer():
         check_family_choice(lambda a: None)
 
 
-def test_checks_leave_the_global_random_state_alone():
+def test_checks_leave_the_global_random_state_alone(package_judged_as_learner):
     state = torch.random.get_rng_state()
     check_next_token_probabilities(next_token_probabilities)
     check_decoder_only_logits(lambda model, tokens: model(tokens))

@@ -324,6 +324,22 @@ def _arm_holders(called: Any, fakes: dict[int, Any]) -> list[Any]:
     return undo
 
 
+_THREADS: set[int] = set()  # the runner's own threads (and IPython's), before the learner's code runs
+_PIDS: set[str] | None = None  # the processes of the sandbox's PID namespace then (None: not in the sandbox)
+
+
+def _pids() -> set[str]:
+    return {p for p in os.listdir("/proc") if p.isdigit()}
+
+
+def _recorder() -> Any:
+    """A recorder of the operations the learner's code runs (see minitransformer.checks.operations)."""
+    from minitransformer.checks.operations import Recorder
+
+    pids = _PIDS
+    return Recorder(threads=_THREADS, processes=None if pids is None else lambda: bool(_pids() - pids))
+
+
 def _serve(link: _Link, cell: int) -> None:
     """Answer the grader's requests for one check cell, until it says to go on."""
     from minitransformer import sandbox_stubs
@@ -361,9 +377,10 @@ def _serve(link: _Link, cell: int) -> None:
 
             undo = _arm([str(a) for a in header.get("avoid", [])], [InteractiveShell.instance().user_ns], target)
             sandbox_stubs.SERVED.update(str(a) for a in header.get("serve", []))
+            recorder = _recorder() if header.get("record") else None
             try:
                 _BUSY[0] = True
-                value = target(*args, **kwargs)
+                value = target(*args, **kwargs) if recorder is None else recorder.call(target, *args, **kwargs)
             finally:
                 _BUSY[0] = False
                 sandbox_stubs.SERVED.clear()
@@ -378,7 +395,14 @@ def _serve(link: _Link, cell: int) -> None:
             if used:
                 raise sandbox_stubs.ReferenceUsed(used[0])
             counter = [0]
-            reply = save_plain({"value": _encode(value, counter), "after": [_plain_tensor(t) for t in tensors_of(args, [])]})
+
+            def encode() -> dict[str, Any]:  # recorded too: a tensor subclass returned might compute while it is read
+                return {"value": _encode(value, counter), "after": [_plain_tensor(t) for t in tensors_of(args, [])]}
+
+            body = encode() if recorder is None else recorder.call(encode)
+            if recorder is not None:  # what the learner's code ran: the grader compares it with the task's list
+                body["ops"] = dict(recorder.ops)
+            reply = save_plain(body)
         except sandbox_stubs.ReferenceUsed as err:
             link.emit({"op": "error", "kind": "reference", "ename": "ReferenceUsed", "evalue": _text(err)})
         except KeyboardInterrupt:
@@ -407,6 +431,9 @@ def _run(link: _Link) -> None:
 
     shell = InteractiveShell.instance(colors="NoColor")
     shell.user_ns["__name__"] = "__main__"
+    global _PIDS
+    _THREADS.update(sys._current_frames())
+    _PIDS = _pids() if os.getppid() == 1 and os.path.isdir("/proc/self") else None
     for index, cell in enumerate(plan["cells"]):
         if cell["kind"] == "check":
             link.emit({"event": "check", "cell": index})

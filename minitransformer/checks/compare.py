@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from ..config import TransformerConfig
 from ..model import Transformer
+from . import operations
 
 SEED = 20170612  # the day "Attention Is All You Need" appeared on arXiv
 _Check = TypeVar("_Check", bound=Callable[..., None])
@@ -45,6 +46,24 @@ USED: list[str] = []
 # True while the grader runs a check in its own process (minitransformer_grader.remote): the learner's code
 # runs in the sandbox, where the pieces to avoid are taken out of the package, so no sentinel is installed here.
 REMOTE = False
+# While a check that lists the operations its task allows runs: (what the task asks the learner to build, the
+# allowed operations). The learner's code is recorded (checks/operations.py) and judged by judge_operations.
+ALLOWED: tuple[str, frozenset[str]] | None = None
+OUTSIDE: list[str] = []  # what the learner's code called outside the running task's list
+OBSERVE: Callable[[dict[str, str]], None] | None = None  # sees every recording (deriving a task's list)
+JUDGE = True  # False: operations are not judged (the package's own pieces checked against themselves, in tests)
+
+
+def judge_operations(ops: dict[str, str]) -> None:
+    """Note in OUTSIDE what ``ops`` (key -> what the learner's code called) holds that the running task does not allow.
+
+    The check goes on: when it fails anyway its own message (a known mistake) is the feedback; when it
+    passes, :func:`isolated` fails the task and names what was called.
+    """
+    if OBSERVE is not None:
+        OBSERVE(dict(ops))
+    if ALLOWED is not None and JUDGE:
+        OUTSIDE.extend(b for b in operations.outside(ops, ALLOWED[1]) if b not in OUTSIDE)
 
 
 def _resolve(target: str) -> tuple[Any, str, Any]:
@@ -132,7 +151,8 @@ def _learner_globals(args: Sequence[Any]) -> list[dict[str, Any]]:
     return spaces
 
 
-def isolated(check: _Check | None = None, *, avoid: Sequence[str] = (), serve: Sequence[str] = ()) -> Any:
+def isolated(check: _Check | None = None, *, avoid: Sequence[str] = (), serve: Sequence[str] = (),
+             builds: str | None = None, allow: Sequence[str] = ()) -> Any:
     """Run a check without gradients and without touching the caller's random generators.
 
     ``avoid`` names the package's (or PyTorch's) versions of the piece the task asks for, as
@@ -145,12 +165,23 @@ def isolated(check: _Check | None = None, *, avoid: Sequence[str] = (), serve: S
     mask): while this check calls the learner's code, and only then, the grader computes them, from
     its fixed table (``minitransformer_grader.remote.SERVED``: the exact callables and the checks of
     their arguments).
+
+    ``builds`` says what the task asks the learner to build and from what ("the softmax from exp and
+    sum"), and ``allow`` lists the operations it allows beyond :data:`operations.ALWAYS` (PyTorch's by
+    base name, ``"softmax"``; the package's or another library's functions as ``"minitransformer:Name.method"``).
+    While the check calls the learner's code, every operation that code runs is recorded; one outside the
+    list fails the task with a message that names it.
     """
+    allowed = (builds, frozenset(operations.op_key(a) if ":" not in a else a for a in allow)) if builds else None
+
     def decorate(check: _Check) -> _Check:
         @functools.wraps(check)
         def wrapper(*args: Any, **kwargs: Any) -> None:
             __tracebackhide__ = True  # IPython leaves the checker's own frames out of tracebacks
+            global ALLOWED
             del USED[:]
+            previous, saved, ALLOWED = ALLOWED, OUTSIDE[:], allowed
+            del OUTSIDE[:]
             try:
                 with torch.random.fork_rng(devices=[]), torch.no_grad(), \
                         _sentinels(() if REMOTE else avoid, () if REMOTE else _learner_globals(args)):
@@ -161,7 +192,14 @@ def isolated(check: _Check | None = None, *, avoid: Sequence[str] = (), serve: S
                 _show_without_the_checks(err)
                 raise
             finally:
+                ALLOWED = previous
+                outside, OUTSIDE[:] = OUTSIDE[:], saved
                 used, USED[:] = sorted(set(USED)), []
+            if outside and not used:
+                task = kwargs.get("task")
+                raise _show_without_the_checks(AssertionError(
+                    f"{'Task ' + str(task) if task is not None else 'This task'}: this task asks you to build "
+                    f"{builds}; your code called {', '.join(sorted(outside))} (graded: 0 points for this task)."))
             if used:
                 task = kwargs.get("task")
                 raise _show_without_the_checks(AssertionError(
@@ -172,6 +210,7 @@ def isolated(check: _Check | None = None, *, avoid: Sequence[str] = (), serve: S
 
         wrapper.__avoid__ = tuple(avoid)  # type: ignore[attr-defined]  # the grader takes them out of the sandbox
         wrapper.__serve__ = tuple(serve)  # type: ignore[attr-defined]
+        wrapper.__allowed__ = allowed  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]
 
     return decorate(check) if check is not None else decorate
@@ -244,6 +283,8 @@ def _show_without_the_checks(err: AssertionError) -> AssertionError:
 
 
 def report_passed(task: int | str | None, summary: str) -> None:
+    if OUTSIDE:  # the results are right, but the task's operations were not used: isolated says so instead
+        return
     print(f"✓ Task {task} passed: {summary}" if task is not None else f"✓ passed: {summary}")
 
 
@@ -305,15 +346,18 @@ def call_learner(fn: Callable[..., Any], *args: Any, text: str | None = None, in
     __tracebackhide__ = True
     global LEARNER_DEPTH
     given = _copy(args, {})
+    recorder = operations.Recorder() if not REMOTE and (ALLOWED is not None or OBSERVE is not None) else None
     LEARNER_DEPTH += 1
     try:
-        result = fn(*given)
+        result = fn(*given) if recorder is None else recorder.call(fn, *given)
     except NotImplementedError:
         raise
     except Exception as err:  # the learner's bug: say which call raised it
         raise AssertionError(f"{text or call_text(fn, *args)} raised {type(err).__name__}: {err}") from err
     finally:
         LEARNER_DEPTH -= 1
+    if recorder is not None:
+        judge_operations(recorder.ops)
     if not _same(given, args):
         raise AssertionError(f"{text or call_text(fn, *args)} "
                              f"{in_place or 'changed its inputs in place: compute new tensors instead'}")

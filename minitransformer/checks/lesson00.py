@@ -7,6 +7,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from .operations import MATMUL, SOFTMAX
 from .compare import (call_learner, call_text, compare, describe, expect_shape, expect_tensor, isolated, known_mistake,
                       callable_name, report_passed, random_tensor, make_rng)
 
@@ -22,7 +23,7 @@ def _additive(s: Tensor, h: Tensor, W: Tensor, U: Tensor, v: Tensor, *, tanh: bo
     return hidden @ v if use_v else hidden.sum(dim=-1)  # (B, S)
 
 
-@isolated
+@isolated(builds='the additive scores from matrix products and tanh', allow=(*MATMUL, 'tanh'))
 def check_additive_scores(fn: Callable[..., Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(s, h, W, U, v) -> e`` (B, S), the additive attention scores of Bahdanau et al. (lesson 00).
 
@@ -89,7 +90,7 @@ def _alignment(scores: Tensor, h: Tensor, keep: Tensor, *, masked: bool = True, 
     return alpha, (alpha[:, :, None] * h).sum(dim=1)  # (B, S), (B, He)
 
 
-@isolated
+@isolated(builds='the alignment weights and the context from a softmax and a weighted sum', allow=(*MATMUL, *SOFTMAX))
 def check_alignment_and_context(fn: Callable[..., tuple[Tensor, Tensor]], *, task: int | str | None = None) -> None:
     """Check ``fn(scores, h, src_mask) -> (alpha, context)``: one step of attention in an RNN decoder (lesson 00).
 
@@ -187,7 +188,7 @@ def _reach_by_simulation(n: int, kernel: int, dilated: bool) -> int:
     return layers
 
 
-@isolated
+@isolated(builds='the count from Python arithmetic', allow=())
 def check_layers_to_connect(fn: Callable[[int, int, bool], int], *, task: int | str | None = None) -> None:
     """Check ``fn(n, kernel, dilated) -> layers``: the path length of a stack of centred 1-D convolutions.
 

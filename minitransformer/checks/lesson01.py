@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..embeddings import TokenEmbedding
+from .operations import LINEAR, MATMUL, SOFTMAX
 from .compare import (SEED, build_learner, call_learner, call_text, compare, describe, expect_shape, expect_tensor, isolated,
                       callable_name, split_pair, report_passed, random_tensor, make_rng, shape_text)
 
@@ -27,7 +28,8 @@ __all__ = ["check_bpe_merges", "check_one_hot_embedding", "check_scaled_embeddin
            "check_tied_output"]
 
 
-@isolated(avoid=("torch.nn.functional:embedding",))
+@isolated(avoid=("torch.nn.functional:embedding",),
+          builds='the lookup as a one-hot vector times the table', allow=(*MATMUL, 'one_hot'))
 def check_one_hot_embedding(fn: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]], *,
                             task: int | str | None = None) -> None:
     """Check ``fn(tokens, E) -> (one_hot, vectors)``: the embedding lookup as a one-hot matrix product.
@@ -73,7 +75,8 @@ def check_one_hot_embedding(fn: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]
     report_passed(task, "embedding lookup as a one-hot product, 3 batches (padding, the last id, one token)")
 
 
-@isolated(avoid=("minitransformer.embeddings:TokenEmbedding",))
+@isolated(avoid=("minitransformer.embeddings:TokenEmbedding",),
+          builds='the scaled token embedding from a lookup and a multiplication', allow=('embedding',))
 def check_scaled_embedding(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check an embedding module against :class:`TokenEmbedding`: lookup times sqrt(d_model) (section 3.4).
 
@@ -120,7 +123,7 @@ def check_scaled_embedding(cls: type[nn.Module], *, task: int | str | None = Non
     report_passed(task, "scaled token embedding, 3 sizes (d_model 16, 9 and 1)")
 
 
-@isolated
+@isolated(builds='the tied output layer from one shared parameter', allow=(*LINEAR, 'embedding'))
 def check_tied_output(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check a tiny language model whose embedding and output layer share one matrix (section 3.4).
 
@@ -201,7 +204,9 @@ def _skipgram_by_hand(W: Tensor, C: Tensor, centre: Tensor, context: Tensor, *, 
     return loss, grad_W, grad_C
 
 
-@isolated(avoid=("torch.autograd:grad", "torch.autograd:backward"))
+@isolated(avoid=("torch.autograd:grad", "torch.autograd:backward"),
+          builds="the skip-gram's gradients by hand, from a softmax and matrix products",
+          allow=(*MATMUL, *SOFTMAX, 'one_hot'))
 def check_skipgram_gradients(fn: Callable[..., tuple[Tensor, Tensor, Tensor]], *,
                              task: int | str | None = None) -> None:
     """Check ``fn(W, C, centre, context) -> (loss, grad_W, grad_C)``: one skip-gram step by hand (lesson 01).
@@ -434,7 +439,8 @@ def _as_merges(result: Any, text: str) -> list[Pair]:
 
 
 @isolated(avoid=("minitransformer.data.bpe:learn_bpe", "minitransformer.data.bpe:merge_pair",
-                  "minitransformer.data.bpe:count_pairs"))
+                  "minitransformer.data.bpe:count_pairs"),
+          builds='the BPE merges from counts of pairs, in Python', allow=())
 def check_bpe_merges(fn: Callable[[dict[str, int], int], list[Pair]], *, task: int | str | None = None) -> None:
     """Check ``fn(word_counts, num_merges) -> merges``: BPE merges learned by hand (lesson 01).
 

@@ -30,7 +30,7 @@ def _rotation(k: int, d_model: int, *, transpose_blocks: bool = False, pair_expo
     return m
 
 
-@isolated
+@isolated(builds='the rotation from sines and cosines', allow=('block_diag',))
 def check_offset_rotation(fn: Callable[[int, int], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(k, d_model) -> M_k`` (D, D): the rotation that moves every position k places (lesson 02).
 
@@ -94,7 +94,8 @@ def _pe_variant(max_len: int, d_model: int, *, pair_exponent: bool = True, per_c
     return pe.float()
 
 
-@isolated(avoid=("minitransformer.embeddings:sinusoidal_positional_encoding", "minitransformer.embeddings:PositionalEncoding"))
+@isolated(avoid=("minitransformer.embeddings:sinusoidal_positional_encoding", "minitransformer.embeddings:PositionalEncoding"),
+          builds='the sinusoidal encoding from sin, cos and arange', allow=())
 def check_positional_encoding(fn: Callable[[int, int], Tensor], *, task: int | str | None = None,
                               sizes: Sequence[tuple[int, int]] = ((1, 2), (6, 4), (50, 16), (20, 64))) -> None:
     """Check a sinusoidal positional-encoding table against :func:`sinusoidal_positional_encoding`.

@@ -10,6 +10,7 @@ from torch import Tensor
 
 from ..attention import scaled_dot_product_attention
 from ..masks import make_causal_mask, make_padding_mask
+from .operations import MATMUL, SOFTMAX
 from .compare import (call_learner, call_text, all_close, compare, describe, expect_bool, expect_shape, expect_tensor,
                       isolated, known_mistake, callable_name, report_passed, random_tensor, make_rng, shape_text)
 
@@ -43,7 +44,8 @@ def _attention_cases(g: torch.Generator) -> list[tuple[str, Tensor, Tensor, Tens
 
 
 @isolated(avoid=("minitransformer.attention:scaled_dot_product_attention", "minitransformer.attention:MultiHeadAttention",
-                   "torch.nn.functional:scaled_dot_product_attention", "torch.nn:MultiheadAttention"))
+                   "torch.nn.functional:scaled_dot_product_attention", "torch.nn:MultiheadAttention"),
+          builds='attention from matrix products, a scale and a softmax', allow=(*MATMUL, *SOFTMAX))
 def check_scaled_dot_product_attention(fn: Callable[..., tuple[Tensor, Tensor]], *,
                                        task: int | str | None = None) -> None:
     """Check ``fn(query, key, value, mask=None) -> (output, weights)`` against :func:`scaled_dot_product_attention`.
@@ -131,7 +133,8 @@ def check_scaled_dot_product_attention(fn: Callable[..., tuple[Tensor, Tensor]],
                   "padding and causal masks, a single key)")
 
 
-@isolated(avoid=("minitransformer.masks:make_padding_mask", "minitransformer.masks:make_target_mask"))
+@isolated(avoid=("minitransformer.masks:make_padding_mask", "minitransformer.masks:make_target_mask"),
+          builds='the padding mask from a comparison', allow=())
 def check_padding_mask(fn: Callable[[Tensor, int], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(tokens, pad_id)`` against :func:`make_padding_mask`: bool (B, 1, 1, S), True on real tokens.
 
@@ -261,7 +264,8 @@ def _lse_shape_hints(x: Tensor, dim: int) -> dict[tuple[int, ...], str]:
 
 
 @isolated(avoid=("torch:logsumexp", "torch.special:logsumexp", "torch:log_softmax",
-                  "torch.nn.functional:log_softmax", "torch.special:log_softmax"))
+                  "torch.nn.functional:log_softmax", "torch.special:log_softmax"),
+          builds='log-sum-exp from max, exp, sum and log', allow=())
 def check_logsumexp(fn: Callable[[Tensor, int], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(x, dim)`` against :func:`torch.logsumexp`: log sum_j exp(x_j) over ``dim``, without overflow.
 
@@ -343,7 +347,8 @@ def _softmax_cases(g: torch.Generator) -> list[tuple[str, Tensor, int]]:
 
 @isolated(avoid=("torch:softmax", "torch.nn.functional:softmax", "torch.special:softmax", "torch:log_softmax",
                   "torch.nn.functional:log_softmax", "torch.special:log_softmax", "torch:logsumexp",
-                  "torch.special:logsumexp"))
+                  "torch.special:logsumexp"),
+          builds='the softmax from max, exp and sum', allow=())
 def check_stable_softmax(fn: Callable[[Tensor, int], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(x, dim)`` against :func:`torch.softmax`: exp(x - LSE(x)) over ``dim``, finite on large scores.
 

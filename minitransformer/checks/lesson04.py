@@ -10,13 +10,14 @@ from torch import Tensor, nn
 
 from ..attention import MultiHeadAttention
 from ..masks import make_causal_mask
+from .operations import LINEAR, SOFTMAX
 from .compare import (build_learner, call_learner, call_text, compare, copy_linear, expect_shape, expect_tensor,
                       fill_parameters, first_output, isolated, linear_like, callable_name, report_passed, random_tensor, make_rng, shape_text)
 
 __all__ = ["check_multi_head_attention", "check_split_and_merge_heads"]
 
 
-@isolated
+@isolated(builds='splitting and merging heads from view (or reshape) and transpose', allow=())
 def check_split_and_merge_heads(split: Callable[[Tensor, int], Tensor], merge: Callable[[Tensor], Tensor], *,
                                 task: int | str | None = None) -> None:
     """Check ``split(x, n_heads)`` (B, T, D) -> (B, H, T, Dk) and ``merge(heads)`` (B, H, T, Dk) -> (B, T, D).
@@ -165,7 +166,9 @@ def _mha_cases(g: torch.Generator) -> list[tuple[str, int, int, Tensor, Tensor, 
     ]
 
 
-@isolated(avoid=("minitransformer.attention:MultiHeadAttention", "torch.nn:MultiheadAttention"))
+@isolated(avoid=("minitransformer.attention:MultiHeadAttention", "torch.nn:MultiheadAttention"),
+          builds='multi-head attention from linear layers, matrix products and a softmax',
+          allow=(*LINEAR, *SOFTMAX, 'dropout'))
 def check_multi_head_attention(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check a multi-head attention class against :class:`MultiHeadAttention` with the same weights.
 

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..layers import EncoderLayer, PositionwiseFeedForward
+from .operations import LINEAR, PIECES, SOFTMAX
 from .compare import (build_learner, call_learner, all_close, compare, copy_linear, expect_tensor, fill_parameters, first_output,
                       isolated, linear_like, callable_name, report_passed, random_tensor, make_rng, shape_text)
 
@@ -25,7 +26,8 @@ def _layer_norm_variant(x: Tensor, weight: Tensor, bias: Tensor, eps: float, *, 
     return normed * bias + weight if swap else normed * weight + bias
 
 
-@isolated(avoid=("minitransformer.layers:LayerNorm", "torch.nn:LayerNorm", "torch.nn.functional:layer_norm"))
+@isolated(avoid=("minitransformer.layers:LayerNorm", "torch.nn:LayerNorm", "torch.nn.functional:layer_norm"),
+          builds='layer normalization from a mean, a variance and a square root', allow=('var', 'std', 'var_mean'))
 def check_layer_norm(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check a LayerNorm class against ``F.layer_norm`` (the package's :class:`LayerNorm` computes the same).
 
@@ -134,7 +136,8 @@ def _expect_no_dropout_in_eval(cls: type[nn.Module], args: tuple[int, ...], ref:
             )
 
 
-@isolated(avoid=("minitransformer.layers:PositionwiseFeedForward",))
+@isolated(avoid=("minitransformer.layers:PositionwiseFeedForward",),
+          builds='the feed-forward network from two linear layers and a ReLU', allow=(*LINEAR, 'relu', 'dropout'))
 def check_feed_forward(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check a position-wise feed-forward class against :class:`PositionwiseFeedForward`.
 
@@ -200,7 +203,9 @@ def _encoder_by_hand(ref: EncoderLayer, x: Tensor, mask: Tensor | None, *, order
     return n2(x + ffn(x))
 
 
-@isolated(avoid=("minitransformer.layers:EncoderLayer", "torch.nn:TransformerEncoderLayer"))
+@isolated(avoid=("minitransformer.layers:EncoderLayer", "torch.nn:TransformerEncoderLayer"),
+          builds='the encoder layer from attention, the feed-forward network, residuals and layer norms',
+          allow=(*LINEAR, *SOFTMAX, 'relu', 'dropout', 'layer_norm', 'var', 'std', 'var_mean', 'scaled_dot_product_attention', *PIECES))
 def check_encoder_layer(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check a post-LN encoder layer against :class:`EncoderLayer` with the same weights.
 

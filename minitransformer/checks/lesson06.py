@@ -12,6 +12,7 @@ from ..decoding import greedy_decode
 from ..layers import DecoderLayer
 from ..masks import make_causal_mask, make_padding_mask, make_target_mask
 from ..model import Transformer
+from .operations import LINEAR, MASKS, PIECES, SOFTMAX
 from .compare import (build_learner, call_learner, compare, decoding_model, expect_bool, expect_shape, expect_tensor,
                       fill_parameters, first_output, isolated, callable_name, split_pair, report_passed, random_tensor, make_rng, shape_text)
 
@@ -19,7 +20,8 @@ __all__ = ["check_causal_mask", "check_decoder_layer", "check_greedy_decode", "c
            "check_target_mask"]
 
 
-@isolated(avoid=("minitransformer.masks:make_target_mask",))
+@isolated(avoid=("minitransformer.masks:make_target_mask",),
+          builds='the target mask from a comparison and tril', allow=())
 def check_target_mask(fn: Callable[[Tensor, int], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(tgt, pad_id)`` against :func:`make_target_mask`: padding & causal, bool (B, 1, T, T).
 
@@ -91,7 +93,9 @@ def _end_rows(out: Tensor, eos_id: int) -> list[int | None]:
 
 
 @isolated(avoid=("minitransformer.decoding:greedy_decode", "minitransformer.decoding:beam_search"),
-           serve=("minitransformer.masks:make_target_mask",))  # the model's decode builds its target mask
+          serve=("minitransformer.masks:make_target_mask",),  # the model's decode builds its target mask
+          builds="greedy decoding, step by step, from the model's encode, decode and generator",
+          allow=(*LINEAR, *SOFTMAX, *MASKS, *(f"minitransformer:Transformer.{m}" for m in ("encode", "decode", "forward"))))
 def check_greedy_decode(fn: Callable[..., Tensor], *, task: int | str | None = None,
                         seeds: Sequence[int] = (0, 1, 2)) -> None:
     """Check ``fn(model, src, max_len, bos_id, eos_id) -> (B, 1 + L)`` against :func:`greedy_decode`.
@@ -162,7 +166,8 @@ def check_greedy_decode(fn: Callable[..., Tensor], *, task: int | str | None = N
     report_passed(task, f"greedy decoding, {n_cases} cases on {len(seeds)} small models (one sentence and a padded batch each)")
 
 
-@isolated(avoid=("minitransformer.masks:make_causal_mask", "minitransformer.masks:make_target_mask"))
+@isolated(avoid=("minitransformer.masks:make_causal_mask", "minitransformer.masks:make_target_mask"),
+          builds='the causal mask from ones and tril', allow=())
 def check_causal_mask(fn: Callable[[int], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(size)`` against :func:`make_causal_mask`: bool (1, 1, T, T), lower triangle and diagonal True.
 
@@ -205,7 +210,8 @@ def check_causal_mask(fn: Callable[[int], Tensor], *, task: int | str | None = N
     report_passed(task, "causal mask, sizes 1, 3 and 6")
 
 
-@isolated(avoid=("minitransformer.data.batching:collate_pairs",))
+@isolated(avoid=("minitransformer.data.batching:collate_pairs",),
+          builds='the shifted target from cat and indexing', allow=())
 def check_shifted_target(fn: Callable[[Tensor, int, int, int], tuple[Tensor, Tensor]], *,
                          task: int | str | None = None) -> None:
     """Check ``fn(y, pad_id, bos_id, eos_id) -> (tgt_in, tgt_out)``: the decoder's input and labels (lesson 06).
@@ -291,7 +297,9 @@ def _decoder_by_hand(ref: DecoderLayer, y: Tensor, memory: Tensor, src_mask: Ten
     return n3(add(b, ref.feed_forward(b)))
 
 
-@isolated(avoid=("minitransformer.layers:DecoderLayer", "torch.nn:TransformerDecoderLayer"))
+@isolated(avoid=("minitransformer.layers:DecoderLayer", "torch.nn:TransformerDecoderLayer"),
+          builds='the decoder layer from attention, the feed-forward network, residuals and layer norms',
+          allow=(*LINEAR, *SOFTMAX, 'relu', 'dropout', 'layer_norm', 'var', 'std', 'var_mean', 'scaled_dot_product_attention', *PIECES))
 def check_decoder_layer(cls: type[nn.Module], *, task: int | str | None = None) -> None:
     """Check a post-LN decoder layer against :class:`DecoderLayer`, weights copied by attribute name.
 

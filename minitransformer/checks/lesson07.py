@@ -16,7 +16,8 @@ from .compare import (as_number, call_learner, all_close, compare, describe, exp
 __all__ = ["check_label_smoothing_target", "check_token_batches", "check_warmup_schedule"]
 
 
-@isolated(avoid=("minitransformer.training.schedule:transformer_lr",))
+@isolated(avoid=("minitransformer.training.schedule:transformer_lr",),
+          builds='the schedule from its formula', allow=())
 def check_warmup_schedule(fn: Callable[[int, int, int], Any], *, task: int | str | None = None) -> None:
     """Check ``fn(step, d_model, warmup) -> lr`` against :func:`transformer_lr` (section 5.3, lesson 07).
 
@@ -80,7 +81,7 @@ def _cut_by_hand(src: Sequence[int], tgt: Sequence[int], max_tokens: int, *, key
     return batches
 
 
-@isolated
+@isolated(builds='the batches from sorting and a running count, in Python', allow=())
 def check_token_batches(fn: Callable[[Sequence[int], Sequence[int], int], list[list[int]]], *,
                         task: int | str | None = None) -> None:
     """Check ``fn(src_lengths, tgt_lengths, max_tokens) -> batches``: token-budget batching (section 5.1, lesson 07).
@@ -154,7 +155,8 @@ def _smoothed_targets_reference(target: Tensor, vocab_size: int, epsilon: float,
     return q.masked_fill((target == pad_id)[..., None], 0.0)  # (B, T, V)
 
 
-@isolated(avoid=("minitransformer.training.loss:label_smoothed_nll", "minitransformer.training.loss:LabelSmoothingLoss"))
+@isolated(avoid=("minitransformer.training.loss:label_smoothed_nll", "minitransformer.training.loss:LabelSmoothingLoss"),
+          builds='the smoothed target from one_hot (or scatter) and arithmetic', allow=('one_hot',))
 def check_label_smoothing_target(fn: Callable[[Tensor, int, float, int], Tensor], *,
                                  task: int | str | None = None) -> None:
     """Check ``fn(target, vocab_size, epsilon, pad_id) -> q`` (B, T, V), the label-smoothed targets of section 5.4.

@@ -12,6 +12,7 @@ from ..config import TransformerConfig
 from ..decoding import beam_search, length_penalty
 from ..masks import make_padding_mask
 from ..model import Transformer
+from .operations import SOFTMAX
 from .compare import (call_learner, compare, decoding_model, describe, expect_shape, expect_tensor, isolated, callable_name,
                       report_passed, random_tensor, make_rng, shape_text)
 
@@ -23,7 +24,8 @@ def _scores(log_probs: Tensor, lengths: Tensor, alpha: float) -> Tensor:
     return log_probs / length_penalty(lengths, alpha)
 
 
-@isolated(avoid=("minitransformer.decoding:length_penalty",))
+@isolated(avoid=("minitransformer.decoding:length_penalty",),
+          builds='the length penalty from its formula', allow=())
 def check_normalised_scores(fn: Callable[[Tensor, Sequence[Sequence[int]], float], Tensor], *,
                             task: int | str | None = None) -> None:
     """Check ``fn(log_probs, hypotheses, alpha) -> scores`` (N,): log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^alpha.
@@ -86,7 +88,7 @@ def _ended_text(ended: list[tuple[int, float]]) -> str:
     return "[" + ", ".join(f"(beam {p}, {s:.3f})" for p, s in ended) + "]"
 
 
-@isolated
+@isolated(builds='the beam step from topk over the flattened scores', allow=())
 def check_beam_step(fn: Callable[..., tuple[Tensor, Tensor, Tensor, list[tuple[int, float]]]], *,
                     task: int | str | None = None) -> None:
     """Check ``fn(scores, log_probs, beam_size, eos_id) -> (new_scores, parents, tokens, ended)``: one beam step.
@@ -167,19 +169,32 @@ def check_beam_step(fn: Callable[..., tuple[Tensor, Tensor, Tensor, list[tuple[i
 class _ToyNextLogProbs:
     """``next_log_probs(prefixes (K, t)) -> (K, V)`` for one source sentence of a small model."""
 
-    def __init__(self, model: Transformer, src: Tensor, bos_id: int) -> None:
+    def __init__(self, model: Transformer, src: Tensor, bos_id: int, beam_size: int | None = None,
+                 max_len: int | None = None) -> None:
         self.model, self.bos_id = model, bos_id
         self.src_mask = make_padding_mask(src[None], model.config.pad_id)  # (1, 1, 1, S)
         self.memory = model.encode(src[None], self.src_mask)  # (1, S, D)
         self.calls = 0
+        # What one search can need (the grader computes this for the learner's code): at most 2 * beam_size
+        # prefixes of at most max_len + 1 tokens a call, and beam_size calls a step, twice over.
+        self.rows = 2 * beam_size if beam_size is not None else None
+        self.length = max_len + 1 if max_len is not None else None
+        self.most_calls = 2 * beam_size * (max_len + 1) + 8 if beam_size is not None and max_len is not None else None
 
     @torch.no_grad()
     def __call__(self, prefixes: Tensor) -> Tensor:
         self.calls += 1
-        if not isinstance(prefixes, Tensor) or prefixes.dim() != 2:
+        if not isinstance(prefixes, Tensor) or prefixes.dim() != 2 or prefixes.is_floating_point():
             raise ValueError(f"next_log_probs expects the live prefixes as a (K, t) tensor of token ids, got "
                              f"{describe(prefixes)}")
         k = prefixes.size(0)
+        if (self.rows is not None and not 1 <= k <= self.rows) or \
+                (self.length is not None and not 1 <= prefixes.size(1) <= self.length):
+            raise ValueError(f"next_log_probs takes the live prefixes of this search, at most {self.rows} rows of at "
+                             f"most {self.length} tokens (beam_size and max_len + 1); got {describe(prefixes)}")
+        if self.most_calls is not None and self.calls > self.most_calls:
+            raise ValueError(f"next_log_probs was called {self.calls} times; a search of this beam size and length "
+                             f"needs at most {self.most_calls}")
         hidden = self.model.decode(prefixes.long(), self.memory.expand(k, -1, -1),
                                    self.src_mask.expand(k, -1, -1, -1))  # (K, t, D)
         logits = self.model.generator(hidden[:, -1]).float()  # (K, V)
@@ -232,7 +247,8 @@ def _search_cases() -> list[tuple[str, int, Tensor, int, int, float, int]]:
     ]
 
 
-@isolated(avoid=("minitransformer.decoding:beam_search", "minitransformer.decoding:length_penalty"))
+@isolated(avoid=("minitransformer.decoding:beam_search", "minitransformer.decoding:length_penalty"),
+          builds='beam search from the step you wrote, the scores and topk', allow=(*SOFTMAX,))
 def check_beam_search(fn: Callable[..., Sequence[int]], *, task: int | str | None = None) -> None:
     """Check ``fn(next_log_probs, bos_id, eos_id, beam_size, alpha, max_len) -> tokens`` against :func:`beam_search`.
 
@@ -256,7 +272,7 @@ def check_beam_search(fn: Callable[..., Sequence[int]], *, task: int | str | Non
     cases = _search_cases()
     for case, seed, src, eos, beam_size, alpha, max_len in cases:
         model = decoding_model(seed)
-        oracle = _ToyNextLogProbs(model, src, bos)
+        oracle = _ToyNextLogProbs(model, src, bos, beam_size, max_len)
         text = (f"{callable_name(fn)}(next_log_probs, bos_id={bos}, eos_id={eos}, beam_size={beam_size}, alpha={alpha}, "
                 f"max_len={max_len}) [{case}]")
         got = call_learner(fn, oracle, bos, eos, beam_size, alpha, max_len, text=text)
@@ -292,7 +308,8 @@ def check_beam_search(fn: Callable[..., Sequence[int]], *, task: int | str | Non
                   "(beam 1 to 4, alpha 0.6 to 1.5, a length limit), equal to beam_search")
 
 
-@isolated(avoid=("minitransformer.training.checkpoint:average_checkpoints",))
+@isolated(avoid=("minitransformer.training.checkpoint:average_checkpoints",),
+          builds='the average from sums over the state dicts', allow=())
 def check_checkpoint_average(fn: Callable[[list[dict[str, Tensor]]], dict[str, Tensor]], *,
                              task: int | str | None = None) -> None:
     """Check ``fn(state_dicts) -> averaged``: checkpoint averaging, as :func:`average_checkpoints` does it.
@@ -426,7 +443,8 @@ def _bleu_corpus(rnd: Any, n_sentences: int, most_refs: int, shorten: float) -> 
     return hyps, refs
 
 
-@isolated(avoid=("sacrebleu:corpus_bleu", "sacrebleu:sentence_bleu", "minitransformer.evaluation:bleu"))
+@isolated(avoid=("sacrebleu:corpus_bleu", "sacrebleu:sentence_bleu", "minitransformer.evaluation:bleu"),
+          builds='BLEU from n-gram counts, in Python', allow=())
 def check_corpus_bleu(fn: Callable[[list[str], list[list[str]]], Any], *, task: int | str | None = None,
                       seed: int = 0) -> None:
     """Check ``fn(hypotheses, references) -> BLEU`` (0-100) against sacreBLEU's ``corpus_bleu``.

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from ..variants import DecoderOnlyLM, masked_mean, next_token_probabilities
+from .operations import LINEAR, SOFTMAX
 from .compare import (call_learner, all_close, compare, expect_shape, expect_tensor, fill_parameters, isolated, callable_name,
                       report_passed, random_tensor, make_rng)
 
@@ -28,7 +29,14 @@ def _logits_with_mask(model: DecoderOnlyLM, tokens: Tensor, mask: Tensor | None,
     return x @ model.embed.embedding.weight.T  # (B, T, V)
 
 
-@isolated
+# What a decoder-only model's logits may be assembled from: its sub-modules, not its own forward.
+_LM_PIECES = ("minitransformer:make_causal_mask", *(f"minitransformer:{c}.forward" for c in (
+    "TokenEmbedding", "PositionalEncoding", "Encoder", "EncoderLayer", "MultiHeadAttention", "PositionwiseFeedForward",
+    "LayerNorm")))
+
+
+@isolated(builds="the logits from the model's embedding, layers and tied output, not model(tokens)",
+          allow=(*LINEAR, 'embedding', *_LM_PIECES))
 def check_decoder_only_logits(fn: Callable[[DecoderOnlyLM, Tensor], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(model, tokens) -> logits`` (B, T, V): the decoder-only forward pass under a causal mask.
 
@@ -80,7 +88,7 @@ def check_decoder_only_logits(fn: Callable[[DecoderOnlyLM, Tensor], Tensor], *, 
     report_passed(task, "decoder-only logits, post-LN and pre-LN, causal at every position")
 
 
-@isolated
+@isolated(builds='the probabilities from top-k, a temperature and a softmax', allow=(*SOFTMAX,))
 def check_next_token_probabilities(fn: Callable[[Tensor, float, int | None], Tensor], *,
                                    task: int | str | None = None) -> None:
     """Check ``fn(logits, temperature, top_k) -> probs`` (B, V) against :func:`next_token_probabilities`.
@@ -142,7 +150,7 @@ def check_next_token_probabilities(fn: Callable[[Tensor, float, int | None], Ten
     report_passed(task, "temperature 0, 0.5, 0.7, 1, 1.5, 2 and top_k None, 1, 3, 4, V")
 
 
-@isolated
+@isolated(builds='the masked mean from sums and a count', allow=())
 def check_masked_mean(fn: Callable[[Tensor, Tensor], Tensor], *, task: int | str | None = None) -> None:
     """Check ``fn(x, keep) -> pooled`` (B, D), the mean of each row's real positions, against :func:`masked_mean`.
 
@@ -210,7 +218,7 @@ _APPLICATIONS: dict[str, tuple[str | tuple[str, ...], str]] = {
 APPLICATIONS = tuple(_APPLICATIONS)
 
 
-@isolated
+@isolated(builds='the answer, in Python', allow=())
 def check_family_choice(fn: Callable[[str], str], *, task: int | str | None = None) -> None:
     """Check ``fn(application) -> family`` for the applications of :data:`APPLICATIONS`.
 

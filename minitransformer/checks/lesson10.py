@@ -97,7 +97,7 @@ def check_ablation_prediction(question: str, answer: Any, *, task: int | str | N
     grade_answer(PREDICTIONS, question, answer, task, expected="a letter", other="Answer with one letter, A, B, C or D.")
 
 
-@isolated
+@isolated(builds='the schedule from its formula', allow=())
 def check_constant_schedule(fn: Callable[[int, int, int, float], float], *, task: int | str | None = None,
                             cases: tuple[tuple[int, int, float], ...] = ((512, 4000, 1.0), (128, 100, 0.5))) -> None:
     """Check ``fn(step, d_model, warmup, factor) -> lr``: the constant rate at the schedule's peak.
@@ -174,7 +174,8 @@ def _no_warmup_mistakes(d_model: int, warmup: int, factor: float) -> list[tuple[
     ]
 
 
-@isolated(avoid=("minitransformer.training.schedule:transformer_lr",))
+@isolated(avoid=("minitransformer.training.schedule:transformer_lr",),
+          builds='the schedule from its formula', allow=())
 def check_no_warmup_schedule(fn: Callable[[int, int, int, float], float], *, task: int | str | None = None,
                              cases: tuple[tuple[int, int, float], ...] = ((512, 4000, 1.0), (128, 100, 0.5))) -> None:
     """Check ``fn(step, d_model, warmup, factor) -> lr``: the paper's schedule without its warm-up, decay kept.
@@ -227,7 +228,8 @@ def check_no_warmup_schedule(fn: Callable[[int, int, int, float], float], *, tas
                   "around step = warmup, the decay), equal to DecayWithoutWarmup")
 
 
-@isolated(avoid=("minitransformer.embeddings:LearnedPositionalEmbedding",))
+@isolated(avoid=("minitransformer.embeddings:LearnedPositionalEmbedding",),
+          builds='learned positions from an embedding table of positions', allow=('embedding', 'dropout'))
 def check_learned_positions(cls: type[nn.Module], *, task: int | str | None = None,
                             sizes: tuple[tuple[int, int], ...] = ((8, 6), (16, 12))) -> None:
     """Check ``cls(d_model, max_len, dropout)``: learned positional embeddings (Table 3, row E).
