@@ -19,6 +19,7 @@ import signal
 import stat
 import sys
 import threading
+import unicodedata
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -36,9 +37,31 @@ _NOT_STUDENTS = {"submitted", "autograded", "feedback", "source", "release", "su
 
 
 def _exercise_like(name: str, exercises: Sequence[str]) -> bool:
-    """ "03_self_attention", "03_self_attention_submission", "03-attention": named after an exercise."""
+    """ "03_self_attention", "03_self_attention_submission", "03-attention": named after an exercise.
+
+    A number goes on with a letter: a student id such as ``07-1111`` is not an exercise.
+    """
     numbers = {e[:2] for e in exercises}
-    return name in exercises or (len(name) > 2 and name[:2] in numbers and name[2] in "_-")
+    return name in exercises or (len(name) > 3 and name[:2] in numbers and name[2] in "_-" and name[3].isalpha())
+
+
+def _nfc(name: str) -> str:
+    """A student's name in one Unicode form (NFC): the composed and decomposed spellings of é are one student."""
+    return unicodedata.normalize("NFC", name)
+
+
+def look_alike(name: str) -> str | None:
+    """Why ``name`` may not be who it seems: letters of several scripts (a Cyrillic о among Latin letters)."""
+    scripts = set()
+    for ch in name:
+        if ch.isalpha():
+            try:
+                scripts.add(unicodedata.name(ch).split(" ")[0])
+            except ValueError:
+                scripts.add("UNNAMED")
+    if len(scripts) > 1:
+        return f"the student name mixes letters of several scripts ({', '.join(sorted(scripts))}): it may imitate another"
+    return None
 
 
 def _student(nb: Path, exercises: Sequence[str], root: Path | None = None) -> str:
@@ -50,10 +73,17 @@ def _student(nb: Path, exercises: Sequence[str], root: Path | None = None) -> st
     exercise's (``class/alice.ipynb``); then the nearest such folder above it
     (``alice/03_self_attention.ipynb`` given alone).
     """
+    return _nfc(_student_folder(nb, exercises, root))
+
+
+def _student_folder(nb: Path, exercises: Sequence[str], root: Path | None) -> str:
     full = Path(os.path.abspath(nb)).parts
-    if "submitted" in full[:-2]:
-        return full[full.index("submitted") + 1]
     below = nb.relative_to(root).parts[:-1] if root is not None else ()
+    above = len(full) - 1 - len(below)  # the parts of the folder given (all but the file when none was)
+    if "submitted" in full[:above]:  # the folder given is submitted/ or inside it: the part after it
+        return full[full.index("submitted") + 1] if full.index("submitted") + 1 < len(full) - 1 else nb.stem
+    if below[:1] == ("submitted",) and len(below) > 1:  # the course folder given: its own submitted/
+        return below[1]
     for folder in below:
         if not _exercise_like(folder, exercises) and folder.lower() not in _NOT_STUDENTS:
             return folder
@@ -65,10 +95,13 @@ def _student(nb: Path, exercises: Sequence[str], root: Path | None = None) -> st
     return nb.stem
 
 
-def _nested(nb: Path) -> bool:
-    """True for a ``submitted/`` folder inside a student's folder of nbgrader's layout (rows under other names)."""
+def _nested(nb: Path, root: Path | None = None) -> bool:
+    """True for a ``submitted/`` folder inside a student's folder (it would name rows after other students)."""
     full = Path(os.path.abspath(nb)).parts[:-1]
-    return "submitted" in full and "submitted" in full[full.index("submitted") + 2:]
+    if "submitted" in full and "submitted" in full[full.index("submitted") + 2:]:
+        return True
+    below = nb.relative_to(root).parts[:-1] if root is not None else ()
+    return "submitted" in below[1:]  # class/mallory/submitted/carol/...: only the top submitted/ names students
 
 
 def _kind(mode: int, links: int) -> str | None:
@@ -82,29 +115,94 @@ def _kind(mode: int, links: int) -> str | None:
     return None
 
 
+_DIRECTORY = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+# Each notebook found by a walk: the folder given, the names below it and the (device, inode) of every folder and
+# of the file, as the walk saw them. The notebook is read through the same folders, opened one by one without
+# following a link, each checked to be the one listed (read_submission): a folder swapped after the listing is refused.
+_LOCATED: dict[Path, tuple[Path, tuple[str, ...], tuple[tuple[int, int], ...]]] = {}
+
+
 def _walk(root: Path, exercises: Sequence[str], found: list[tuple[Path, str]],
           refused: list[tuple[Path, str, str]]) -> None:
-    """Every notebook under ``root`` without following links; what cannot be a submission goes to ``refused``."""
-    for folder, dirs, files in os.walk(root, followlinks=False):
-        here = Path(folder)
-        for name in sorted(dirs):
-            if os.path.islink(here / name):
-                refused.append((here / name, _student(here / name / "x.ipynb", exercises, root),
-                                "a symbolic link to a folder; links are not followed"))
-        dirs[:] = sorted(d for d in dirs if d != ".ipynb_checkpoints" and not os.path.islink(here / d))
-        for name in sorted(files):
-            if not name.endswith(".ipynb"):
-                continue
-            path = here / name
-            student = _student(path, exercises, root)
-            info = os.lstat(path)
-            why = _kind(info.st_mode, info.st_nlink)
-            if why is None and _nested(path):
-                why = "a submitted/ folder inside a student's folder; only the top one names students"
-            if why:
-                refused.append((path, student, why))
-            else:
-                found.append((path, student))
+    """Every notebook under ``root``, walked with folder descriptors (never a path resolved twice, no link followed)."""
+    top = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    stack: list[tuple[int, Path, tuple[str, ...], tuple[tuple[int, int], ...]]] = [(top, root, (), ())]
+    while stack:
+        fd, here, names, ids = stack.pop()
+        try:
+            with os.scandir(fd) as listing:
+                entries = sorted(listing, key=lambda e: os.fsencode(e.name))
+            subfolders = []
+            for entry in entries:
+                path = here / entry.name
+                try:
+                    info = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
+                except OSError:
+                    continue  # gone since the listing
+                if stat.S_ISDIR(info.st_mode):
+                    if entry.name != ".ipynb_checkpoints":
+                        subfolders.append((entry.name, info))
+                    continue
+                if stat.S_ISLNK(info.st_mode) and not entry.name.endswith(".ipynb"):
+                    try:
+                        target_is_dir = stat.S_ISDIR(os.stat(entry.name, dir_fd=fd).st_mode)
+                    except OSError:
+                        target_is_dir = False
+                    if target_is_dir:
+                        refused.append((path, _student(path / "x.ipynb", exercises, root),
+                                        "a symbolic link to a folder; links are not followed"))
+                    continue
+                if not entry.name.endswith(".ipynb"):
+                    continue
+                student = _student(path, exercises, root)
+                why = _kind(info.st_mode, info.st_nlink)
+                if why is None and _nested(path, root):
+                    why = "a submitted/ folder inside a student's folder; only the top one names students"
+                if why:
+                    refused.append((path, student, why))
+                else:
+                    _LOCATED[path] = (root, (*names, entry.name), (*ids, (info.st_dev, info.st_ino)))
+                    found.append((path, student))
+            for name, info in reversed(subfolders):
+                try:
+                    sub = os.open(name, _DIRECTORY, dir_fd=fd)
+                except OSError:  # replaced by a link (or removed) since the listing
+                    refused.append((here / name, _student(here / name / "x.ipynb", exercises, root),
+                                    "a folder that changed while the grader listed it (a link now); not followed"))
+                    continue
+                now = os.fstat(sub)
+                if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+                    os.close(sub)
+                    refused.append((here / name, _student(here / name / "x.ipynb", exercises, root),
+                                    "a folder that changed while the grader listed it; not followed"))
+                    continue
+                stack.append((sub, here / name, (*names, name), (*ids, (info.st_dev, info.st_ino))))
+        finally:
+            os.close(fd)
+
+
+def _open_located(path: Path) -> int:
+    """The notebook a walk found, opened through the folders it listed; Refused if one of them changed since."""
+    root, names, ids = _LOCATED[path]
+    fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        for i, name in enumerate(names):
+            last = i == len(names) - 1
+            flags = (os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+                     | getattr(os, "O_CLOEXEC", 0)) if last else _DIRECTORY
+            try:
+                nxt = os.open(name, flags, dir_fd=fd)
+            except OSError as err:
+                raise Refused("a folder or file that changed after the grader listed it (a link now); "
+                              f"not followed ({err.strerror})") from None
+            os.close(fd)
+            fd = nxt
+            info = os.fstat(fd)
+            if (info.st_dev, info.st_ino) != ids[i]:
+                raise Refused("a folder or file that changed after the grader listed it; not read")
+        return os.dup(fd)
+    finally:
+        os.close(fd)
 
 
 def _find(paths: Sequence[str], exercises: Sequence[str] = (),
@@ -143,7 +241,10 @@ def read_submission(path: Path) -> bytes:
         Refused: a link, a FIFO or a device, a hard link, or a file over 64 MiB.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        if Path(path) in _LOCATED:
+            fd = _open_located(Path(path))
+        else:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as err:
         if os.path.islink(path):
             raise Refused("a symbolic link; links are not followed") from None
@@ -309,14 +410,22 @@ def _grade_one(path: Path, student: str, refs: dict[str, dict[str, Any]], packag
     try:
         data = read_submission(path)
     except Refused as why:
-        return refused_report(path, student, str(why), refs, options.get("exercise"))
+        return _noted(refused_report(path, student, str(why), refs, options.get("exercise")))
     try:
-        return grade_notebook(path, references=refs, package=packages, student=student, data=data, **options)
+        return _noted(grade_notebook(path, references=refs, package=packages, student=student, data=data, **options))
     except NoSandbox:
         raise
     except Exception as err:  # noqa: BLE001 - one submission never stops the class run
-        return refused_report(path, student, f"the grader failed on it: {type(err).__name__}: {str(err)[:300]}",
-                              refs, options.get("exercise"))
+        return _noted(refused_report(path, student, f"the grader failed on it: {type(err).__name__}: {str(err)[:300]}",
+                                     refs, options.get("exercise")))
+
+
+def _noted(report: Report) -> Report:
+    """The report, with a note when its student's name may imitate another's."""
+    why = look_alike(report.student)
+    if why:
+        report.notes.append(why)
+    return report
 
 
 def grade_all(items: Sequence[tuple[Path, str]], *, jobs: int = 1, on_report: Callable[[Report], None] | None = None,
@@ -329,7 +438,7 @@ def grade_all(items: Sequence[tuple[Path, str]], *, jobs: int = 1, on_report: Ca
     lock = threading.Lock()
     reports: list[Report | None] = [None] * len(items)
     for path, student, why in refused:
-        report = refused_report(path, student, why, refs, options.get("exercise"))
+        report = _noted(refused_report(path, student, why, refs, options.get("exercise")))
         if on_report:
             on_report(report)
         reports.append(report)

@@ -23,7 +23,7 @@ from .generate import HIDDEN_BEGIN, HIDDEN_END
 
 _MARKERS = (HIDDEN_BEGIN, HIDDEN_END)
 
-__all__ = ["Report", "TaskResult", "grade_notebook", "identify", "load_references"]
+__all__ = ["Report", "TaskResult", "grade_notebook", "handed_in_as_another", "identify", "load_references"]
 
 _MAX_CODE = 4 << 20  # characters of code in one notebook: more is refused before the source scan reads it
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -181,22 +181,45 @@ def _defined(nb: Any) -> set[str]:
 
 
 def identify(nb: Any | None, path: Path, refs: dict[str, dict[str, Any]], exercise: str | None = None) -> tuple[str | None, str]:
-    """(exercise name or None, how it was found): option, metadata, file or folder name, or content."""
+    """(exercise name or None, how it was found): option, file or folder name, metadata, or content.
+
+    The name the notebook was handed in under comes before what the notebook says of itself, which
+    :func:`handed_in_as_another` compares with it.
+    """
     if exercise:
         return (exercise, "--exercise") if exercise in refs else (None, f"unknown exercise {exercise!r}")
+    for part in [path.stem, *reversed(path.parent.parts)]:  # the layout the instructor collected first
+        if part in refs:
+            return part, "name"
     if nb is not None:
         for declared in (_field(nb, "metadata", "minitransformer", "exercise"), _field(nb, "metadata", "grading", "exercise")):
             if isinstance(declared, str) and declared in refs:
                 return declared, "metadata"
-    for part in [path.stem, *reversed(path.parent.parts)]:
-        if part in refs:
-            return part, "name"
     if nb is not None:
         names = _defined(nb)
         scored = sorted(((len(names & set(r["defines"])), n) for n, r in refs.items()), reverse=True)
         if scored and scored[0][0] > 0 and (len(scored) == 1 or scored[0][0] > scored[1][0]):
             return scored[0][1], "content"
     return None, "not found"
+
+
+def handed_in_as_another(nb: Any, name: str, refs: dict[str, dict[str, Any]]) -> str | None:
+    """Why a notebook handed in under exercise ``name`` is another exercise's (None when it is not).
+
+    Its metadata names another exercise, or it defines none of the names ``name`` asks for and most of
+    another's: a solved exercise 00 renamed 03_self_attention.ipynb.
+    """
+    for declared in (_field(nb, "metadata", "minitransformer", "exercise"), _field(nb, "metadata", "grading", "exercise")):
+        if isinstance(declared, str) and declared in refs and declared != name:
+            return f"handed in as {name}, but the notebook is exercise {declared} (its metadata)"
+    names = _defined(nb)
+    if names & set(refs[name].get("defines", ())):
+        return None
+    for other, ref in sorted(refs.items()):
+        wanted = set(ref.get("defines", ()))
+        if other != name and wanted and len(names & wanted) * 2 > len(wanted):
+            return f"handed in as {name}, but the notebook defines exercise {other}'s functions and none of {name}'s"
+    return None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -312,6 +335,10 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
     ref = refs.get(name) if name else None
     if ref is None:
         report.error = report.error or f"cannot tell which exercise this is ({how}): name it with --exercise"
+    elif how == "name" and nb is not None:
+        other = handed_in_as_another(nb, name, refs)  # type: ignore[arg-type]
+        if other:
+            report.error = f"not graded: {other}; hand it in under its own exercise's name"
     if report.error:
         report.tasks = zero_tasks(ref, report.error)
         report.seconds = time.perf_counter() - start
