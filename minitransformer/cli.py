@@ -1,4 +1,4 @@
-"""The command line: ``python -m minitransformer train | translate | attention | average | workspace | download | grade``.
+"""The command line: ``python -m minitransformer train | translate | attention | average | export | workspace | download | grade``.
 
     python -m minitransformer train                         # small model on dates (docs/training.md: its time)
     python -m minitransformer train --dataset multi30k      # the paper's base model (for a GPU)
@@ -7,6 +7,7 @@
     python -m minitransformer translate --checkpoint runs/multi30k --beam 4 < sentences.de
     python -m minitransformer attention --checkpoint runs/dates "Friday, March 3, 2023" --out maps/
     python -m minitransformer average --checkpoints runs/multi30k --last 5 --out runs/multi30k/averaged.pt
+    python -m minitransformer export --checkpoint runs/dates --out exported/dates --int8   # ONNX, checked
     python -m minitransformer workspace my-course            # your own copy of the lessons and exercises
     python -m minitransformer download                      # Multi30k and Tiny Shakespeare, once
     python -m minitransformer grade submissions/             # the instructor's grader (pip install -e grader)
@@ -93,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minitransformer", description="Train and use the Transformer of "
                                      "'Attention Is All You Need'.")
     commands = parser.add_subparsers(dest="command", required=True,
-                                     metavar="{train,translate,attention,average,workspace,download,grade}")
+                                     metavar="{train,translate,attention,average,export,workspace,download,grade}")
     train = commands.add_parser("train", help="train a model (default: a small one on dates; docs/training.md, "
                                 "'How long training takes', gives its measured time)",
                                 description="Train a Transformer. With no options: a small model on English -> "
@@ -150,6 +151,25 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "training checkpoint of a run)")
     average.add_argument("--force", action="store_true", help="replace --out if it exists (never a training "
                                                               "checkpoint)")
+    export = commands.add_parser("export", help="write a trained translator as ONNX (encoder and one decoder step "
+                                 "with its key/value cache), check it against the model, optionally int8",
+                                 description="Export a checkpoint to ONNX for ONNX Runtime and the course "
+                                 "website's translator (docs/shipping.md), then prove the files are the model: "
+                                 "logits against the package's, greedy and beam-4 tokens on held-out sentences, "
+                                 "and with --int8 the score, size and time that int8 changes. Needs the export "
+                                 "extra: pip install -e \".[export]\".")
+    export.add_argument("--checkpoint", required=True,
+                        help="checkpoint file, or a run folder (its best.pt, else its newest checkpoint)")
+    export.add_argument("--out", required=True, help="folder for the ONNX files, tokenizer.json, config.json and "
+                                                     "report.json (created; an earlier export there is replaced)")
+    export.add_argument("--int8", action="store_true", help="also write dynamically quantised int8 copies, and "
+                                                            "measure what they change")
+    export.add_argument("--sentences", type=int, default=100, help="held-out sentences whose tokens are compared, "
+                                                                   "greedy and beam 4 (default: 100)")
+    export.add_argument("--quality-sentences", type=int, help="test sentences scored float against int8 (default: "
+                                                              "the whole test split)")
+    export.add_argument("--report", help="also write the report (JSON) to this file, e.g. "
+                                         "benchmarks/results/export-dates.json")
     workspace = commands.add_parser("workspace", help="copy the lessons and exercises into a folder of your own, "
                                     "to run and edit there", description="Copy the lessons (notebooks/) and the "
                                     "exercises (exercises/) of the course into OUT/notebooks and OUT/exercises, so "
@@ -478,6 +498,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_workspace(args)
         if args.command == "download":
             return _run_download(args)
+        if args.command == "export":
+            from .export import run_command
+
+            return run_command(args)
         return _run_average(args)
     except (CheckpointError, DivergedError, MemoryError, OSError, TypeError, ValueError) as error:
         print(f"minitransformer {args.command}: error: {error}", file=sys.stderr)

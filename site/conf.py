@@ -27,6 +27,8 @@ REPOSITORY_BRANCH = os.environ.get("MINITRANSFORMER_REPOSITORY_BRANCH", "main")
 VENDORED = {
     "mathjax": ("3.2.2", "sha512-Bt+SSVU8eBG27zChVewOicYs7Xsdt40qm4+UpHyX7k0/O9NliPc+x77k1/FEsPsjKPZGJvtRZM1vO+geW0OhGw=="),
     "reveal.js": ("4.6.1", "sha512-1CW0auaXNPmwmvQ7TwpszwVxMi2Xr5cTS3J3EBC/HHgbPF32Dn7aiu/LKWDOGjMbaDwKQiGmfqcoGQ74HUHCMw=="),
+    # the translator page (translator.md): its WebAssembly build only
+    "onnxruntime-web": ("1.30.0", "sha512-q0y+JrrtukXSzsBWEMccVfqX25LRmosXHF+CaRJmg8pZClzcV7svNc4rKY3jL02Vb7QmRMDs1SigqR4CXAfKYQ=="),
 }
 VENDOR_DIR = HERE / "_build" / "vendor"  # unpacked here by the build script, served as _static/<name>/
 

@@ -31,7 +31,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 EXTRAS = {
     "site": (("sphinx", "myst_nb", "sphinx_book_theme", "nbconvert", "selenium"),
              (os.environ.get("CHROMIUM", "/usr/bin/chromium"), os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver"),
-              "npm")),
+              "npm", "node")),
+    "export": (("onnx", "onnxscript", "onnxruntime"), ()),
 }
 
 

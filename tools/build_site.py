@@ -12,7 +12,12 @@ the integrity hashes pinned in ``site/conf.py`` and keeps the tarballs in
 without that cache, ``--assets DIR`` names a folder holding the two ``.tgz`` files (copied from
 a machine that has them), or ``--cdn`` builds a site that loads them from a CDN instead.
 
-Needs the ``site`` extra: ``pip install -e ".[site]"``.
+The translator page (``translator.html``) runs a trained model in the browser with ONNX Runtime Web
+(vendored from npm like the two above): the checkpoint given with ``--translator DIR``, else
+``runs/multi30k`` when it holds a trained translator, else ``runs/dates``, else a dates model trained
+for the page (about a minute); it is exported once per checkpoint into ``site/_build/translator``.
+
+Needs the ``site`` extra, and the ``export`` extra for the translator: ``pip install -e ".[site,export]"``.
 """
 
 from __future__ import annotations
@@ -49,7 +54,13 @@ REPOSITORY_BRANCH: str = CONF["REPOSITORY_BRANCH"]
 VENDORED: dict[str, tuple[str, str]] = CONF["VENDORED"]
 VENDOR_DIR: Path = CONF["VENDOR_DIR"]
 CDN = {"mathjax": "https://cdn.jsdelivr.net/npm/mathjax@{version}/es5",
-       "reveal.js": "https://cdn.jsdelivr.net/npm/reveal.js@{version}"}
+       "reveal.js": "https://cdn.jsdelivr.net/npm/reveal.js@{version}",
+       "onnxruntime-web": "https://cdn.jsdelivr.net/npm/onnxruntime-web@{version}/dist"}
+# The translator page: the exported model (python -m minitransformer export), made once per checkpoint here,
+# and the run trained for it when there is no trained translator in runs/.
+TRANSLATOR = BUILD / "translator"
+TRANSLATOR_RUN = BUILD / "translator-run"
+ORT_LOADER = "ort-wasm-simd-threaded.mjs"  # shipped as .mjs.js too: some static hosts serve .mjs with a wrong type
 CONTINUED = re.compile(r"^#{1,6} [^\n]*\(continued\)[ \t]*$\n?", re.MULTILINE)
 
 
@@ -146,6 +157,73 @@ def vendor(assets: Path | None) -> None:
     version, integrity = VENDORED["reveal.js"]
     unpack(fetch_tarball("reveal.js", version, integrity, assets), integrity, VENDOR_DIR / "reveal.js",
            ("LICENSE", "dist", "plugin/notes"))
+    # ONNX Runtime Web for the translator page: the WebAssembly build alone (the loader, its module, the binary).
+    version, integrity = VENDORED["onnxruntime-web"]
+    ort = VENDOR_DIR / "onnxruntime-web"
+    unpack(fetch_tarball("onnxruntime-web", version, integrity, assets), integrity, ort,
+           ("LICENSE", "dist/ort.wasm.min.js", f"dist/{ORT_LOADER}", "dist/ort-wasm-simd-threaded.wasm"), strip="dist")
+    shutil.copyfile(ort / ORT_LOADER, ort / f"{ORT_LOADER}.js")
+
+
+# --------------------------------------------------------------------------------------------
+# The translator page: a trained checkpoint, exported to ONNX
+# --------------------------------------------------------------------------------------------
+
+def _has_checkpoint(folder: Path) -> bool:
+    return (folder / "best.pt").is_file() or any(folder.glob("checkpoint-*.pt"))
+
+
+def translator_checkpoint(given: Path | None) -> Path:
+    """The checkpoint the page ships: ``given``, else runs/multi30k's translator, else the dates run of
+    runs/dates, else a dates model trained here (about a minute on a laptop)."""
+    if given is not None:
+        if not given.exists():
+            raise SiteError(f"--translator {given}: no such checkpoint file or run folder")
+        return given
+    for run in (ROOT / "runs" / "multi30k", ROOT / "runs" / "dates"):
+        if _has_checkpoint(run):
+            return run
+    if not _has_checkpoint(TRANSLATOR_RUN):
+        print("training a dates model for the translator page (about a minute) ...", flush=True)
+        done = subprocess.run([sys.executable, "-m", "minitransformer", "train", "--out", str(TRANSLATOR_RUN),
+                               "--overwrite"], cwd=ROOT, capture_output=True, text=True,
+                              env={**os.environ, "TQDM_DISABLE": "1"})
+        if done.returncode != 0:
+            raise SiteError(f"training the translator page's dates model failed: {done.stderr[-1500:]}")
+    return TRANSLATOR_RUN
+
+
+def export_translator(given: Path | None) -> dict | None:
+    """Export the page's checkpoint into TRANSLATOR (again only when the checkpoint or the exporter
+    changed); its config, or None when the export extra is not installed (the page then says so)."""
+    if any(importlib.util.find_spec(m) is None for m in ("onnx", "onnxscript", "onnxruntime")):
+        print('note: no translator on the site: the export extra is missing (pip install -e ".[export]")',
+              file=sys.stderr)
+        return None
+    from minitransformer.export import ExportError, export
+    from minitransformer.training.checkpoint import BEST, latest_checkpoint
+
+    place = translator_checkpoint(given)
+    path = place / BEST if place.is_dir() and (place / BEST).is_file() else Path(latest_checkpoint(place))
+    digest = hashlib.sha256(path.read_bytes() + (ROOT / "minitransformer" / "export.py").read_bytes()).hexdigest()
+    stamp = TRANSLATOR / ".source"
+    if not (stamp.is_file() and stamp.read_text() == digest):
+        print(f"exporting {path} for the translator page ...", flush=True)
+        if TRANSLATOR.exists():
+            shutil.rmtree(TRANSLATOR)
+        try:
+            export(path, TRANSLATOR, int8=True)
+        except ExportError as error:
+            raise SiteError(f"the translator page's checkpoint cannot be exported: {error}") from None
+        stamp.write_text(digest)
+    return json.loads((TRANSLATOR / "config.json").read_text(encoding="utf-8"))
+
+
+TRANSLATOR_MISSING = """# The translator, live
+
+This build of the site has no translator: it needs the `export` extra (`pip install -e ".[export]"`),
+then `python tools/build_site.py` again. See [Shipping the translator](docs/shipping.md).
+"""
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,7 +353,7 @@ def web_notebook(notebook: dict, header: dict) -> dict:
 
 #: The pages of docs/ that the site shows, in the order of its navigation ("Guides"). docs/AUTHORING.md,
 #: the checklist for writing a lesson, stays in the repository with the notebooks it is about.
-DOCS = ["training", "benchmarks", "ablations", "grading", "what_is_safe", "site"]
+DOCS = ["training", "benchmarks", "ablations", "grading", "what_is_safe", "site", "shipping"]
 DOCS_LEFT_OUT = ["AUTHORING"]
 _MD_LINK = re.compile(r"(!?\[[^\]]*\]\()([^)\s]+)(\))")
 _IMAGE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".gif")
@@ -316,7 +394,7 @@ def site_doc(text: str, solutions: bool = False) -> tuple[str, list[str]]:
     return "".join(part if part.startswith("```") else _MD_LINK.sub(fix, part) for part in parts), images
 
 
-def stage(staged: Stage, solutions: bool) -> dict[str, list[str]]:
+def stage(staged: Stage, solutions: bool, translator: dict | None = None, cdn: bool = False) -> dict[str, list[str]]:
     """Stage every page; returns the lesson names with the modules each uses."""
     modules = public_modules()
     lessons: dict[str, list[str]] = {}
@@ -363,6 +441,16 @@ def stage(staged: Stage, solutions: bool) -> dict[str, list[str]]:
         if page == "index.md" and solutions:
             text += "\n```{toctree}\n:caption: For instructors\n:hidden:\n\nsolutions/index\n```\n"
         staged.write(page, text)
+    if translator is None:
+        staged.write("translator.md", TRANSLATOR_MISSING)
+    else:
+        ort = CDN["onnxruntime-web"].format(version=VENDORED["onnxruntime-web"][0]) + "/" if cdn \
+            else "_static/onnxruntime-web/"
+        text = (SITE / "pages" / "translator.md").read_text(encoding="utf-8")
+        for key, value in (("model_base", "_static/translator/model/"), ("ort_base", ort),
+                           ("ort_loader", ORT_LOADER if cdn else f"{ORT_LOADER}.js")):
+            text = text.replace("{{ " + key + " }}", value)
+        staged.write("translator.md", text)
     for figure in sorted((SITE / "pages" / "images").glob("*")):
         staged.write(f"images/{figure.name}", figure.read_bytes())
 
@@ -427,7 +515,7 @@ def build_slides(out: Path, names: list[str], cdn: bool) -> None:
 
 
 def build(out: Path, solutions: bool = False, cdn: bool = False, assets: Path | None = None,
-          jobs: str = "1") -> list[str]:
+          jobs: str = "1", translator: Path | None = None) -> list[str]:
     """Build the whole site into ``out``; returns Sphinx's warnings (the build fails on errors)."""
     out = out.resolve()
     if out != HTML and out.exists() and any(out.iterdir()) and not (out / "searchindex.js").is_file():
@@ -437,13 +525,16 @@ def build(out: Path, solutions: bool = False, cdn: bool = False, assets: Path | 
         vendor(assets)
     elif VENDOR_DIR.exists():
         shutil.rmtree(VENDOR_DIR)  # conf.py serves the vendor folder when it exists
+    model = export_translator(translator)
     staged = Stage()
-    lessons = stage(staged, solutions)
+    lessons = stage(staged, solutions, model, cdn)
     staged.prune()
     if HTML.exists():
         shutil.rmtree(HTML)  # nothing stale survives (e.g. solutions from an earlier --solutions build)
     warnings = run_sphinx(HTML, cdn, jobs)
     build_slides(HTML, list(lessons), cdn)
+    if model is not None:
+        shutil.copytree(TRANSLATOR, HTML / "_static" / "translator" / "model", ignore=shutil.ignore_patterns(".*"))
     if out != HTML:
         if out.exists():
             shutil.rmtree(out)
@@ -462,6 +553,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder holding mathjax-X.tgz and reveal.js-Y.tgz (npm pack's files), for a build offline")
     parser.add_argument("--cdn", action="store_true",
                         help="load MathJax and Reveal.js from a CDN (the site then needs the internet)")
+    parser.add_argument("--translator", type=Path, default=None,
+                        help="checkpoint or run folder the translator page ships (default: runs/multi30k if it holds "
+                             "a trained translator, else runs/dates, else a dates model trained for the page)")
     parser.add_argument("--strict", action="store_true", help="fail on any Sphinx warning")
     parser.add_argument("-j", "--jobs", default="1", help="Sphinx's parallel jobs (default 1; 'auto' for all cores)")
     args = parser.parse_args(argv)
@@ -469,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--assets {args.assets}: not a folder")
     start = time.perf_counter()
     try:
-        warnings = build(args.out.resolve(), args.solutions, args.cdn, args.assets, args.jobs)
+        warnings = build(args.out.resolve(), args.solutions, args.cdn, args.assets, args.jobs, args.translator)
     except SiteError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
