@@ -44,7 +44,7 @@ def _outputs(lesson: str) -> str:
                      for o in c.get("outputs", []))
 
 
-@pytest.mark.parametrize("lesson", ["01", "02", "03", "04", "05", "06", "08", "10"])
+@pytest.mark.parametrize("lesson", ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10"])
 def test_every_try_it_has_a_prediction_and_a_folded_answer(lesson: str):
     assert _answer(lesson).strip()
 
@@ -213,3 +213,53 @@ def test_lesson_06_try_it():
     first = masked_attention([0], causal=True, sentence=sentence)
     assert first.weights[0].abs().sum() == 0 and not first.weights.isnan().any()
     assert first.weights[1:].sum(dim=-1).allclose(first.weights.new_ones(5)) and "returns zeros" in answer
+
+
+def test_lesson_07_try_it():
+    from minitransformer.playground.training import smoothed_target
+
+    answer = _answer("07")
+    assert f"$H(q) = {smoothed_target(0.1, 37000).floor:.3f}$ nats" in answer
+    assert smoothed_target(0.1, 37000).floor > smoothed_target(0.1, 1000).floor  # a larger V raises the floor
+    peak = {w: 512 ** -0.5 * w ** -0.5 for w in range(100, 16001, 100)}  # the control's warm-ups
+    first = min(w for w, p in peak.items() if p < 5e-4)
+    assert first == 7900 and "from a warm-up of 7,900" in answer and f"({peak[7800] * 1e4:.3f} \\times 10^{{-4}}$)" \
+        .replace("(", "(7,800 gives $") in answer
+
+
+def test_lesson_07_says_what_one_thread_costs():
+    cells = _cells("07")
+    setup = next("".join(c["source"]) for c in cells if c["cell_type"] == "code"
+                 and "torch.set_num_threads(1)" in "".join(c["source"]))
+    assert "one thread is about the fastest" not in setup and "two threads are somewhat faster" in setup
+
+
+def test_lesson_09_try_it():
+    import torch
+
+    from minitransformer.playground.sampling import next_token_distribution
+
+    answer = _answer("09")
+    logits = torch.tensor([2.0, 1.0, 0.5, -1.0, 3.0, 0.0])
+    entropies = [next_token_distribution(logits, t).entropy for t in (0.1, 0.5, 1.0, 2.0)]
+    assert entropies == sorted(entropies) and "the entropy falls" in answer
+    for t in (0.1, 1.0, 2.0):
+        greedy = next_token_distribution(logits, t, top_k=1)
+        assert greedy.kept == 1 and greedy.probs.argmax() == logits.argmax()
+    assert "the same text at every temperature" in answer
+
+
+def test_lesson_10_notes_and_references():
+    cells = _cells("10")
+    text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    assert "costs power, which is why" not in text and "pairing by seed wins much of it back" in text  # E-new-5
+    assert "verdict in section 6" not in text  # E-new-6: section 6 holds one dot plot and no verdict
+    assert "An earlier version of this course" not in text and "previous version of this lesson" not in text
+    assert "grows with depth, and ours has two layers" not in text  # I-new-7
+    assert "depends only on which tokens are ranked first" not in text  # I-new-12
+
+
+def test_lesson_04_points_only_to_committed_figures():
+    text = "\n".join("".join(c["source"]) for c in _cells("04") if c["cell_type"] == "markdown")
+    assert "gives its figures" not in text
+    assert not list((ROOT / "benchmarks" / "results").glob("stacked*")) and "no record of its figures is committed" in text
