@@ -504,15 +504,23 @@ def check_overfit_one_batch(cls: type[nn.Module], train: Callable[..., Any], set
     last = losses[-1]
     if not math.isfinite(last) or last >= 0.05:
         trend = ", ".join(f"{losses[i]:.3f}" for i in sorted({0, len(losses) // 4, len(losses) // 2, len(losses) - 1}))
-        hint = ("The loss went up or became NaN: the rate is too high (a smaller lr_factor, or a longer warm-up)."
-                if not math.isfinite(last) or last > losses[0] else
-                "It falls, but not far enough: more steps, or a higher peak rate (a larger lr_factor or a shorter "
-                "warm-up; the peak is lr_factor * d_model^-0.5 * warmup^-0.5).")
+        d_model, warmup, factor = _SIZES["d_model"], as_number(run["warmup"], "warmup"), as_number(run["lr_factor"], "lr_factor")
+        top = factor * d_model**-0.5 * min(warmup, steps) * warmup**-1.5  # the highest rate the run reaches
+        if not math.isfinite(last) or last > losses[0] or top > 0.02:
+            hint = (f"The highest rate of your run is {top:.3g}: too high for Adam to settle into the minimum (the loss "
+                    "jumps around it). Aim lower, about 0.01 for a model this small: a smaller lr_factor or a longer "
+                    "warm-up.")
+        elif top < 0.003 or warmup > steps:
+            hint = (f"The highest rate of your run is only {top:.3g}" + (" (the warm-up is longer than the run)"
+                    if warmup > steps else "") + ": the weights hardly move. Aim for about 0.01 within the first "
+                    "tenth of the steps: a larger lr_factor or a shorter warm-up.")
+        else:
+            hint = "The rate looks reasonable: give it more steps, or look at the loop (does every step update?)."
         raise AssertionError(f"{text}: the loss went {trend}; memorising one batch should bring it below 0.05. {hint}")
     report_passed(task, f"one batch of 8 pairs memorised: loss {losses[0]:.2f} -> {last:.4f} in {steps} steps")
 
 
-def _test_dates(vocab_size: int) -> tuple[list[tuple[list[int], list[int]]], int]:
+def _test_dates() -> tuple[list[tuple[list[int], list[int]]], int]:
     """The held-out test dates as ids of the notebook's tokenizer (trained again here from the training dates)."""
     from ..data import SharedTokenizer, load_dates
 
@@ -555,7 +563,7 @@ def check_capstone_run(model: Any, losses: Any, *, task: int | str | None = None
             not all(isinstance(x, (int, float)) and math.isfinite(x) for x in losses):
         raise AssertionError(f"losses is {describe(losses)[:80]}; expected the loss of every training step, a list "
                              "of at least 20 numbers")
-    pairs, vocab = _test_dates(_SIZES["vocab_size"])
+    pairs, vocab = _test_dates()
     owner = type(model).__name__
     model.eval()
     right = 0
