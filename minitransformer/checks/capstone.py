@@ -10,7 +10,7 @@ model or loop in the learner's code: those are what the tasks replace, and the c
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import torch
 from torch import Tensor, nn
