@@ -180,8 +180,8 @@ def test_lr_schedule_is_a_training_option_and_a_flag() -> None:
 
     assert TrainOptions(lr_schedule="constant").lr_schedule == "constant"
     assert TrainOptions.from_dict({"dataset": "dates"}).lr_schedule == "inverse_sqrt"  # older option dicts
-    with pytest.raises(ValueError, match=r"lr_schedule must be one of \('inverse_sqrt', 'constant', 'decay_only'\), "
-                                         r"got 'x'"):
+    with pytest.raises(ValueError, match=r"lr_schedule must be one of \('inverse_sqrt', 'constant', 'decay_only', "
+                                         r"'linear_decay'\), got 'x'"):
         TrainOptions(lr_schedule="x")
     assert _given_train_arguments(["--lr-schedule", "constant"]) == {"lr_schedule": "constant"}
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from minitransformer.training import WarmupInverseSqrt, transformer_lr, transformer_scheduler
+from minitransformer.training.schedule import LinearDecayToZero, planned_schedule
 
 
 def test_peak_at_warmup_with_the_papers_value() -> None:
@@ -52,3 +53,66 @@ def test_bad_values_are_refused() -> None:
         transformer_lr(0, 512, 4000)
     with pytest.raises(ValueError, match="warmup >= 1"):
         WarmupInverseSqrt(512, 0)
+
+
+def _rates(multiplier: LinearDecayToZero, last: int) -> list[float]:
+    """The rates of updates 1..last (LambdaLR asks for index k - 1 before update k)."""
+    return [multiplier(k - 1) for k in range(1, last + 1)]
+
+
+def test_linear_decay_warms_up_as_the_paper_peaks_at_warmup_and_reaches_zero_at_the_planned_end() -> None:
+    d_model, warmup, factor, total = 64, 10, 0.5, 50
+    rates = _rates(LinearDecayToZero(d_model, warmup, factor, total=total), total + 5)
+    peak = transformer_lr(warmup, d_model, warmup, factor)
+    assert rates[:warmup] == pytest.approx([transformer_lr(k, d_model, warmup, factor) for k in range(1, warmup + 1)],
+                                           rel=1e-12)
+    assert max(rates) == pytest.approx(peak, rel=1e-12) and rates.index(max(rates)) + 1 == warmup
+    # A straight line from the peak at update `warmup` to zero one update after the last, then zero.
+    line = [peak * (total + 1 - k) / (total + 1 - warmup) for k in range(warmup, total + 1)]
+    assert rates[warmup - 1 : total] == pytest.approx(line, rel=1e-12)
+    assert 0 < rates[total - 1] <= peak / (total - warmup) and rates[total:] == [0.0] * 5
+
+
+def test_without_a_plan_the_rate_holds_its_peak_and_a_short_plan_turns_halfway() -> None:
+    unplanned = LinearDecayToZero(64, 10)
+    assert _rates(unplanned, 30)[9:] == pytest.approx([transformer_lr(10, 64, 10)] * 21, rel=1e-12)
+    short = _rates(LinearDecayToZero(64, 10, total=9), 12)  # shorter than its warm-up
+    assert short[:5] == pytest.approx([transformer_lr(k, 64, 10) for k in range(1, 6)], rel=1e-12)  # the same ramp
+    assert max(short) == short[4] and short[9:] == [0.0] * 3 and all(a > b for a, b in zip(short[4:9], short[5:9]))
+
+
+@pytest.mark.parametrize("done", [4, 20, 35])  # warming up, decaying, near the end
+@pytest.mark.parametrize("new_total", [30, 45, 80])
+def test_a_new_plan_keeps_the_rate_continuous_and_reaches_zero_at_its_end(done: int, new_total: int) -> None:
+    if new_total < done:
+        return
+    schedule = LinearDecayToZero(64, 10, total=45)
+    before = _rates(schedule, done + 1)
+    schedule.replan(new_total, done)
+    after = _rates(schedule, new_total + 3)
+    peak = transformer_lr(10, 64, 10)
+    assert after[done] == pytest.approx(before[done], rel=1e-12)  # the next update gets the rate it had
+    assert after[new_total - 1] > 0 and after[new_total:] == [0.0] * 3
+    # no jump: each step moves the rate by at most the steepest slope of either plan
+    slope = max(peak / 10, before[done] / max(new_total + 1 - (done + 1), 1))
+    assert max(abs(a - b) for a, b in zip(after[done:], after[done + 1 :])) <= slope * (1 + 1e-9)
+    with pytest.raises(ValueError, match="cannot end before the updates already done: total=3, done=5"):
+        schedule.replan(3, 5)
+
+
+def test_the_plan_is_kept_in_the_schedulers_state_and_a_restored_one_goes_on_alike() -> None:
+    def scheduler() -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+        optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(2))])
+        return optimizer, transformer_scheduler(optimizer, 32, warmup=5, factor=1.0, schedule="linear_decay")
+
+    optimizer, first = scheduler()
+    for step in range(1, 13):
+        optimizer.step()
+        first.step()
+        if step == 8:
+            planned_schedule(first).replan(30, done=8)
+    _, second = scheduler()
+    second.load_state_dict(first.state_dict())
+    assert planned_schedule(second).total == 30 and second.get_last_lr() == first.get_last_lr()
+    assert _rates(planned_schedule(second), 31) == _rates(planned_schedule(first), 31)
+    assert planned_schedule(transformer_scheduler(optimizer, 32, 5)) is None  # the paper's has no planned end

@@ -8,6 +8,7 @@
   :func:`average_checkpoints`: atomic, ``weights_only``-safe checkpoints.
 - :class:`TrainOptions`, :func:`train`: a whole run, as ``python -m minitransformer train``.
 - :class:`Trainer`: the loop itself (accumulation, clipping, DDP, bf16, Ctrl-C).
+- :mod:`.budget`: training in a time budget (``--minutes``): the speed measured, the steps planned and re-planned.
 """
 
 from .checkpoint import (

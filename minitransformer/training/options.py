@@ -128,12 +128,20 @@ class TrainOptions:
     epochs: int | None = option(None, "passes over the training data")
     max_steps: int | None = option(None, "stop after this many optimizer steps (with --epochs, whichever comes "
                                    "first; alone, no epoch limit)")
+    minutes: float | None = option(None, "train for this many minutes, validation and checkpoints included (the "
+                                   "set-up before and the test after are timed apart): the run times its first "
+                                   "steps, plans the steps that fit, plans again as its speed changes, and decays "
+                                   "the learning rate linearly to zero at the planned end")
     time_budget: float | None = option(None, "stop after the step that passes this many seconds of training "
-                                       "(compilation and validation included)")
+                                       "(compilation and validation included), with no plan: the schedule does "
+                                       "not know the end (--minutes plans for it)")
     warmup: int | None = option(None, "warm-up steps of the learning rate (paper: 4000)")
     lr_factor: float | None = option(None, "lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)")
-    lr_schedule: str = option("inverse_sqrt", "inverse_sqrt: the paper's warm-up then decay; constant: its peak rate "
-                              "from the first step, no warm-up", choices=("inverse_sqrt", "constant"))
+    lr_schedule: str | None = option(None, "inverse_sqrt: the paper's warm-up then decay; constant: its peak rate "
+                                     "from the first step, no warm-up; linear_decay: the paper's warm-up to the "
+                                     "same peak, then straight down to zero at the run's end (--minutes' plan, else "
+                                     "--max-steps or --epochs) (default: linear_decay with --minutes, else "
+                                     "inverse_sqrt)", choices=("inverse_sqrt", "constant", "linear_decay"))
     label_smoothing: float = option(0.1, "epsilon of label smoothing")
     clip_norm: float = option(1.0, "clip the gradient norm to this; 0: no clipping")
     target: float | None = option(None, "stop once the validation exact match (a fraction in (0, 1], dates) or BLEU "
@@ -163,6 +171,8 @@ class TrainOptions:
                             "length penalty 0.6 (paper: 4); 1: greedy only", "output")
 
     def __post_init__(self) -> None:
+        if self.lr_schedule is None:
+            self.lr_schedule = "linear_decay" if self.minutes is not None else "inverse_sqrt"
         self._check_types()
         if self.dataset not in DATASETS:
             raise ValueError(f"dataset must be one of {DATASETS}, got {self.dataset!r}")
@@ -194,6 +204,7 @@ class TrainOptions:
                 raise ValueError(f"{name} must be at least 1 when given, got {value}")
         if self.time_budget is not None and not self.time_budget > 0:
             raise ValueError(f"time_budget must be a positive number of seconds, got {self.time_budget}")
+        self._check_minutes()
         for name in ("label_smoothing", "clip_norm", "dropout", "lr_factor", "target"):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
@@ -226,6 +237,21 @@ class TrainOptions:
             if (self.test_src_file is None) != (self.test_tgt_file is None):
                 raise ValueError("give both --test-src-file and --test-tgt-file, or neither")
 
+    def _check_minutes(self) -> None:
+        """A ValueError for a time budget that is not a length of time, or that another option contradicts."""
+        if self.minutes is None:
+            return
+        if not (math.isfinite(self.minutes) and self.minutes > 0):
+            raise ValueError(f"minutes must be a positive number of minutes of training (e.g. 30), got {self.minutes}")
+        if self.time_budget is not None:
+            raise ValueError(f"minutes and time_budget are two time limits for one run: give minutes (a plan, the "
+                             f"learning rate reaching zero at its end) or time_budget (seconds, a plain stop), not "
+                             f"both; got minutes={self.minutes:g} and time_budget={self.time_budget:g}")
+        if self.epochs is not None:
+            raise ValueError(f"minutes plans the run's length (its steps, so its epochs) from the machine's speed: "
+                             f"give minutes or epochs, not both (max_steps may still stop a timed run early); "
+                             f"got minutes={self.minutes:g} and epochs={self.epochs}")
+
     def _check_types(self) -> None:
         """A TypeError for a field of the wrong type (``dropout="0.1"``, ``epochs=2.5``)."""
         for f in fields(self):
@@ -242,11 +268,14 @@ class TrainOptions:
     def resolved(self) -> TrainOptions:
         """A copy with every None that the recipe for the run's device knows filled in, and ``out`` set.
 
-        ``epochs`` stays None (no limit) when ``max_steps`` is given.
+        ``epochs`` stays None (no limit) when ``max_steps`` or ``minutes`` is given; with ``minutes``, so does
+        the recipe's ``target``: a timed run uses its time, so that its learning rate reaches zero.
         """
         defaults = recipe(self.dataset, self.device)
-        if self.max_steps is not None:
+        if self.max_steps is not None or self.minutes is not None:
             defaults.pop("epochs", None)
+        if self.minutes is not None:
+            defaults.pop("target", None)
         if self.preset is not None and self.preset != defaults.get("preset"):
             # An explicitly chosen preset brings its own sizes, not the recipe's overrides.
             for name in ("d_model", "n_heads", "d_ff", "layers", "dropout"):

@@ -262,7 +262,8 @@ def _print_setup(info: DistInfo, o: TrainOptions, s: dict[str, Any], dropped: in
         preset = "" if o.preset != CPU_RECIPES[o.dataset]["preset"] or sized else f"the {o.preset} model, "
         when = (f"; about {duration(s['cpu_estimate_seconds'])} of training estimated from this CPU's speed now, "
                 "validation not counted" if s["cpu_estimate_seconds"] is not None else "")
-        length = (f"{o.epochs} epoch{'s' if o.epochs != 1 else ''}" if o.epochs is not None
+        length = (f"{o.minutes:g} minutes" if o.minutes is not None
+                  else f"{o.epochs} epoch{'s' if o.epochs != 1 else ''}" if o.epochs is not None
                   else f"at most {o.max_steps:,} steps")
         _say(info, f"recipe: the laptop recipe of {o.dataset} (no CUDA GPU here): {preset}{length}, "
                    f"warm-up {o.warmup}, factor {o.lr_factor}{when}; --preset base for the paper's base model")
@@ -285,24 +286,30 @@ def _finish(trainer: Trainer, corpus: Corpus, metrics: dict[str, Any], log: RunL
         # Validation went down since its best epoch: test (and translate with) the best weights.
         trainer.model.load_state_dict(load_checkpoint(best_file, map_location=trainer.device)["model"])
         note = f" (the weights of step {best_step}, best on validation)"
+    start = time.perf_counter()
     hypotheses = trainer.translate([s for s, _ in pairs])
     score = METRICS[corpus.metric](hypotheses, [t for _, t in pairs])
+    seconds = time.perf_counter() - start
     metrics[f"{split}_{corpus.metric}"] = score
-    log.write(split, step=trainer.step, n=len(pairs), **{corpus.metric: score},
+    log.write(split, step=trainer.step, n=len(pairs), **{corpus.metric: score}, seconds=seconds,
               examples=[[s, h, t] for (s, t), h in list(zip(pairs, hypotheses))[: o.show]])
     shown = f"{100 * score:.2f}% exact match" if corpus.metric == "exact_match" else f"BLEU {score:.2f}"
-    _say(info, f"{split}, greedy: {shown} on {len(pairs):,} pairs after {trainer.step:,} steps{note}")
+    _say(info, f"{split}, greedy: {shown} on {len(pairs):,} pairs after {trainer.step:,} steps{note} "
+               f"({seconds:.1f} s{', after the training budget' if o.minutes is not None else ''})")
     for (src, ref), hyp in list(zip(pairs, hypotheses))[: o.show]:
         mark = "=" if hyp == ref else "x"
         _say(info, f"  {src}  ->  {hyp}  [{mark} {ref}]")
     if o.test_beam > 1:
+        start = time.perf_counter()
         beamed = trainer.translate([s for s, _ in pairs], beam_size=o.test_beam)
         beam_score = METRICS[corpus.metric](beamed, [t for _, t in pairs])
+        seconds = time.perf_counter() - start
         metrics[f"{split}_{corpus.metric}_beam{o.test_beam}"] = beam_score
-        log.write(f"{split}_beam", step=trainer.step, n=len(pairs), beam=o.test_beam, **{corpus.metric: beam_score})
+        log.write(f"{split}_beam", step=trainer.step, n=len(pairs), beam=o.test_beam, **{corpus.metric: beam_score},
+                  seconds=seconds)
         shown = (f"{100 * beam_score:.2f}% exact match" if corpus.metric == "exact_match"
                  else f"BLEU {beam_score:.2f}")
-        _say(info, f"{split}, beam {o.test_beam} (length penalty 0.6): {shown}")
+        _say(info, f"{split}, beam {o.test_beam} (length penalty 0.6): {shown} ({seconds:.1f} s)")
 
 
 def save_loss_plot(log_path: str | Path, png_path: str | Path) -> Path:

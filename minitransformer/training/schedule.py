@@ -1,6 +1,7 @@
 """The learning-rate schedule of the paper (section 5.3; lesson 07): linear warm-up, then inverse square root decay.
 
 lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), peaking at step = warmup.
+:class:`LinearDecayToZero` keeps the warm-up and its peak but ends at zero on a planned step (``train --minutes``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class WarmupInverseSqrt:
 
 
 #: Learning-rate schedules of :func:`transformer_scheduler` (``TrainOptions.lr_schedule``).
-LR_SCHEDULES = ("inverse_sqrt", "constant", "decay_only")
+LR_SCHEDULES = ("inverse_sqrt", "constant", "decay_only", "linear_decay")
 
 
 class ConstantAtPeak:
@@ -75,6 +76,58 @@ class DecayWithoutWarmup(ConstantAtPeak):
         return transformer_lr(max(index + 1, self.warmup), self.d_model, self.warmup, self.factor)
 
 
+class LinearDecayToZero(ConstantAtPeak):
+    """Picklable multiplier for ``LambdaLR``: the paper's warm-up, then a straight line to zero after update ``total``.
+
+    With a fixed number of steps, a linear decay to zero trains better than the paper's slow 1/sqrt(step)
+    tail (Li et al., 2020, "Budgeted training"; Bergsma et al., 2025, "Straight to zero"). The peak is the
+    paper's, factor * d_model^-0.5 * warmup^-0.5, so ``factor`` and ``warmup`` keep their meaning. ``total``
+    may be unknown at first (the rate then stays at the peak after the warm-up) and may change while
+    training (:meth:`replan`); it is kept in ``LambdaLR.state_dict``, so a resumed run follows the same plan.
+    """
+
+    def __init__(self, d_model: int, warmup: int, factor: float = 1.0, total: int | None = None) -> None:
+        super().__init__(d_model, warmup, factor)
+        self.total: int | None = None
+        # The line to zero passes through this point (update, fraction of the peak): the top of the
+        # warm-up until a re-plan moves it to where the rate stands then, so the rate never jumps.
+        self.knee_step, self.knee_value = float(warmup), 1.0
+        if total is not None:
+            self.replan(total, done=0)
+
+    def fraction(self, step: int) -> float:
+        """The rate of update ``step`` (from 1) as a fraction of the peak."""
+        ramp = step / self.warmup
+        if self.total is None:
+            return min(ramp, 1.0)
+        end = self.total + 1  # the rate reaches zero one update after the last one
+        if step >= end:
+            return 0.0
+        return min(ramp, self.knee_value * (end - step) / max(end - self.knee_step, 1e-9))
+
+    def replan(self, total: int, done: int) -> None:
+        """Reach zero after update ``total`` instead, ``done`` updates into the run, with no jump in the rate."""
+        if total < done:
+            raise ValueError(f"a plan cannot end before the updates already done: total={total}, done={done}")
+        nxt = done + 1
+        if nxt <= self.knee_step:
+            # Still warming up: the ramp goes on to its top, or to the middle of a plan too short for it.
+            self.knee_step = max(nxt, min(self.warmup, (total + 1) / 2))
+            self.knee_value = self.knee_step / self.warmup
+        else:
+            self.knee_step, self.knee_value = nxt, self.fraction(nxt)
+        self.total = total
+
+    def __call__(self, index: int) -> float:
+        return super().__call__(index) * self.fraction(index + 1)
+
+
+def planned_schedule(scheduler: LambdaLR) -> LinearDecayToZero | None:
+    """The multiplier of ``scheduler`` that ends on a planned step, or None for the other schedules."""
+    found = scheduler.lr_lambdas[0]
+    return found if isinstance(found, LinearDecayToZero) else None
+
+
 def transformer_scheduler(
     optimizer: torch.optim.Optimizer, d_model: int, warmup: int = 4000, factor: float = 1.0,
     schedule: str = "inverse_sqrt",
@@ -86,7 +139,8 @@ def transformer_scheduler(
     """
     if schedule not in LR_SCHEDULES:
         raise ValueError(f"schedule must be one of {LR_SCHEDULES}, got {schedule!r}")
-    kinds = {"inverse_sqrt": WarmupInverseSqrt, "constant": ConstantAtPeak, "decay_only": DecayWithoutWarmup}
+    kinds = {"inverse_sqrt": WarmupInverseSqrt, "constant": ConstantAtPeak, "decay_only": DecayWithoutWarmup,
+             "linear_decay": LinearDecayToZero}
     multiplier = kinds[schedule](d_model, warmup, factor)
     for group in optimizer.param_groups:
         group["lr"] = 1.0

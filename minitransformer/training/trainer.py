@@ -27,10 +27,13 @@ from .checkpoint_files import BEST, checkpoint_path, list_checkpoints
 from .corpus import IdPairs, Pairs
 from .distributed import DistInfo, StopRequest, all_gather_objects, all_reduce_sum, barrier
 from .loss import label_smoothed_nll
+from .budget import TimeBudget, plan_steps, run_seconds, step_seconds, worth_replanning
 from .step import diverged, train_step
-from .cpu import SLOW_RUN_SECONDS, CpuEstimate, SlowRunError, choose_threads, estimate_cpu_run, slow_run_message
+from .cpu import (SLOW_RUN_SECONDS, CpuEstimate, SlowRunError, choose_threads, duration, estimate_cpu_run,
+                  slow_run_message)
 from .options import TrainOptions
 from .runlog import RunLog
+from .schedule import planned_schedule
 from .stopping import check_steps, finished_reason, stop_rule
 
 class DivergedError(RuntimeError):
@@ -48,6 +51,8 @@ def _in_jupyter_kernel() -> bool:
 
 class Trainer:
     """Trains a model on token batches and evaluates it after every epoch."""
+
+    clock = staticmethod(time.perf_counter)  # of the time limits; a test gives a clock of its own
 
     def __init__(self, model: Transformer, module: nn.Module, tokenizer: SharedTokenizer,
                  optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler,
@@ -83,9 +88,9 @@ class Trainer:
         self.running: dict[str, float] = dict(RUNNING_ZERO)
         self.stop: StopRequest | None = None
         self.on_save: Callable[[Path], None] | None = None  # called after each checkpoint is written
-        self.deadline: float | None = None  # perf_counter() time set by options.time_budget
+        self.deadline: float | None = None  # clock() time set by options.time_budget or minutes
         self.time_up = False  # agreed by all processes, so that they stop at the same step
-
+        self.timer: TimeBudget | None = None  # with options.minutes; the plan is metrics["planned_steps"]
 
         self.threads, self.threads_reason = choose_threads(options.threads, device, model.num_parameters())
         torch.set_num_threads(self.threads)
@@ -96,6 +101,8 @@ class Trainer:
     def _check_cpu_time(self) -> None:
         """Refuse (or, with ``allow_slow``, announce) a CPU run estimated to take hours."""
         o, parameters = self.options, self.model.num_parameters()
+        if o.minutes is not None:  # the budget bounds the run
+            return
         tokens = self.tokens_per_step()
         estimate = estimate_cpu_run(parameters, tokens, self.steps_per_epoch(), o.epochs, o.max_steps, o.keep)
         self.cpu_estimate = estimate
@@ -195,14 +202,24 @@ class Trainer:
         """Train until the end; returns True when stopped by a signal (a checkpoint is written)."""
         o = self.options
         self.stop = stop
+        if o.minutes is not None:
+            self.timer = TimeBudget(60 * o.minutes, self.metrics.get("train_seconds", 0.0),
+                                    self.metrics.get("validation_seconds"), self.clock)
+            self.deadline = self.timer.origin + self.timer.seconds  # a safety net: the plan ends the run first
+        else:
+            self._fixed_plan()
         if o.time_budget is not None:
-            self.deadline = time.perf_counter() + o.time_budget
+            self.deadline = self.clock() + o.time_budget
         epochs = o.epochs if o.epochs is not None else 10**9
         finished = self.finished()
         if finished and self.info.is_main:
             print(f"nothing left to train: the run stopped at step {self.step:,} because {finished}", flush=True)
         elif self.info.is_main and self.step == 0:
             print(f"training {self.stop_rule()}", flush=True)
+        elif self.timer is not None:
+            used = self.timer.used()
+            self._say(f"{duration(max(self.timer.seconds - used, 0))} of the {o.minutes:g}-minute budget left "
+                      f"({used:.0f} s used before)")
         while self.epoch < epochs and not self._done():
             with self._progress_bar() as bar:  # closed (and wiped) before the epoch's line is printed
                 self._bar = bar  # the checks inside the epoch print their lines above it (_say)
@@ -221,13 +238,63 @@ class Trainer:
             self._end_of_epoch()
         if self.saved_step != self.step:
             self.save()
+        if self.timer is not None and not finished:
+            used = self.metrics["train_seconds"] = self.timer.used()
+            self._say(f"trained {self.step:,} steps in {used:.1f} s of the {o.minutes:g}-minute budget "
+                      f"({60 * o.minutes:.0f} s)")
         return False
+
+    def _fixed_plan(self) -> None:
+        """Without a budget, a schedule that ends on a planned step ends with --max-steps or --epochs."""
+        o, schedule = self.options, planned_schedule(self.scheduler)
+        ends = [n for n in (o.max_steps, o.epochs and o.epochs * self.steps_per_epoch()) if n]
+        if schedule is not None and ends and schedule.total != min(ends):
+            schedule.replan(min(ends), self.step)
+
+    def _plan(self) -> None:
+        """Plan (again) how many steps fit in the budget's time left, from the recent step and validation times.
+
+        The schedule follows the plan. A plan is kept unless the new one moves its end by more than noise, and
+        a plan that is reached is final: a rate that has reached zero stays there.
+        """
+        b, o, info, old = self.timer, self.options, self.info, self.metrics.get("planned_steps")
+        if b is None or not b.ready() or (old is not None and self.step >= old):
+            return
+        # The processes agree on one plan (the mean of their figures), so that they stop at the same step.
+        figures = [b.used(), step_seconds(b.durations) or 0.0, b.eval_seconds or 0.0]
+        used, per_step, per_eval = (x / info.world_size for x in all_reduce_sum(figures, info, self.device))
+        epoch = self.steps_per_epoch()
+        where = dict(step=self.step, into_epoch=math.ceil(self.batches_done / o.accumulate), steps_per_epoch=epoch,
+                     offsets=sorted(self.check_steps() | {epoch}))
+        total = plan_steps(seconds_left=b.seconds - used, step_seconds=per_step, eval_seconds=per_eval, **where)
+        if old is not None and not worth_replanning(old, total, self.step):
+            return
+        self.metrics["planned_steps"] = total
+        if (schedule := planned_schedule(self.scheduler)) is not None:
+            schedule.replan(total, self.step)
+        seconds = run_seconds(total - self.step, per_step, per_eval, **where)
+        ends = time.strftime("%H:%M:%S", time.localtime(time.time() + seconds))
+        self.log.write("plan", step=self.step, planned_steps=total, previous=old, epochs=total / epoch,
+                       step_seconds=per_step, eval_seconds=b.eval_seconds, used_seconds=used,
+                       budget_seconds=b.seconds, seconds_left=seconds, ends_at=ends)
+        validation = ("validation not timed yet" if b.eval_seconds is None
+                      else f"{per_eval:.1f} s per validation")
+        if old is None:
+            self._say(f"plan: {total:,} steps ({total / epoch:.1f} epochs) at {per_step:.3f} s a step, "
+                      f"{validation}: training ends at about {ends} (in {duration(seconds)}), then the test")
+        else:
+            self._say(f"re-plan at step {self.step:,}: {total:,} steps instead of {old:,} ({per_step:.3f} s a step, "
+                      f"{validation}), ending at about {ends}")
+
+    def _stops_here(self) -> bool:
+        """True when the step just taken is the last: a step limit, the time budget or its plan."""
+        o, planned = self.options, self.metrics.get("planned_steps")
+        return (self.time_up or (o.max_steps is not None and self.step >= o.max_steps)
+                or (self.timer is not None and planned is not None and self.step >= planned))
 
     def _done(self) -> bool:
         o = self.options
-        if o.max_steps is not None and self.step >= o.max_steps:
-            return True
-        if self.time_up:
+        if self._stops_here():
             return True
         reached = self.metrics.get("val_" + self.metric, -math.inf)
         return o.target is not None and o.target > 0 and reached >= o.target
@@ -247,8 +314,9 @@ class Trainer:
         o = self.options
         total = self.steps_per_epoch()
         done = math.ceil(self.batches_done / o.accumulate)
-        if o.max_steps is not None:
-            total = min(total, done + o.max_steps - self.step)
+        for limit in (o.max_steps, self.metrics.get("planned_steps") if self.timer is not None else None):
+            if limit is not None:
+                total = max(done, min(total, done + limit - self.step))
         title = f"epoch {self.epoch + 1}" + (f"/{o.epochs}" if o.epochs is not None else "")
         silent = os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes") or not self.info.is_main
         # In Jupyter, stdout: stderr is drawn on a red background there, which reads as an error.
@@ -288,7 +356,7 @@ class Trainer:
         checks = self.check_steps()
         for done, window in self._windows():
             local_tokens = sum(len(self.train_ids[i][1]) for b in window for i in b)
-            late = self.deadline is not None and time.perf_counter() >= self.deadline
+            late = self.deadline is not None and self.clock() >= self.deadline
             global_tokens, stop_votes, late_votes = all_reduce_sum([local_tokens, float(stop.requested), float(late)],
                                                                    info, self.device)
             if stop_votes > 0:
@@ -303,7 +371,12 @@ class Trainer:
             since_tgt += n_tgt
             since_all += n_all
             bar.update(1)
-            if self.step % o.log_every == 0 or self.step == o.max_steps:
+            if self.timer is not None:
+                self.timer.step_done()
+                if self.step % o.log_every == 0 or "planned_steps" not in self.metrics:
+                    self._plan()
+            planned = self.metrics.get("planned_steps") if self.timer is not None else None
+            if self.step % o.log_every == 0 or self.step in (o.max_steps, planned):
                 seconds = time.perf_counter() - since_time
                 mean_loss = since_loss.item() / max(since_tgt, 1)
                 lr = self.scheduler.get_last_lr()[0]
@@ -323,7 +396,7 @@ class Trainer:
             if o.save_every and self.step % o.save_every == 0:
                 keep_sums()
                 self.save()
-            if (o.max_steps is not None and self.step >= o.max_steps) or self.time_up:
+            if self._stops_here():
                 break
             if math.ceil(done / o.accumulate) in checks and done < len(self.sampler):
                 # A check inside the epoch: the training loss so far in this epoch, then validation.
@@ -360,14 +433,14 @@ class Trainer:
         with ``inside=True`` at the checks inside an epoch (``checks_per_epoch``), which write a
         checkpoint (and count for the best one) only when they reach the target and end the run.
         """
-        start = time.perf_counter()
+        start = self.clock()
         val_loss, val_nll = self.validation_loss()
         quality = self.validation_quality()
         self.metrics.update({"val_loss": val_loss, "val_nll": val_nll, "eval_step": self.step,
                              "val_" + self.metric: quality})
         self.log.write("epoch", step=self.step, epoch=self.epoch, train_loss=self.metrics["train_loss"],
                        val_loss=val_loss, val_nll=val_nll, **{"val_" + self.metric: quality},
-                       lr=self.scheduler.get_last_lr()[0], eval_seconds=time.perf_counter() - start)
+                       lr=self.scheduler.get_last_lr()[0], eval_seconds=self.clock() - start)
         shown = f"{100 * quality:.1f}%" if self.metric == "exact_match" else f"{quality:.2f}"
         name = "exact match" if self.metric == "exact_match" else "BLEU"
         part = self.batches_done / len(self.sampler)
@@ -379,12 +452,20 @@ class Trainer:
             line += "  (target reached: done)"
         self._say(line)
         if inside and not self._done():
+            self._validated(start)
             return False
         best = self.metrics.get("best_val_" + self.metric, -math.inf)
         if quality > best:
             self.metrics.update({"best_val_" + self.metric: quality, "best_step": self.step})
         self.save(best=quality > best)
+        self._validated(start)
         return self._done()
+
+    def _validated(self, start: float) -> None:
+        """With a budget: time the validation (and checkpoint) that began at ``start``, and plan again."""
+        if self.timer is not None:
+            self.timer.eval_done(self.clock() - start)
+            self._plan()
 
     # --- evaluation -------------------------------------------------------------
     @torch.no_grad()
@@ -427,6 +508,10 @@ class Trainer:
     # --- checkpoints ------------------------------------------------------------
     def save(self, best: bool = False) -> Path | None:
         """Write a checkpoint of the current step (main process) and keep the newest ``keep``."""
+        if self.timer is not None:  # a resumed run spends only what is left, and knows what validation costs
+            self.metrics["train_seconds"] = self.timer.used()
+            if self.timer.eval_seconds is not None:
+                self.metrics["validation_seconds"] = self.timer.eval_seconds
         states = all_gather_objects(capture_rng_state(), self.info)
         running = all_gather_objects(self.running, self.info)
         path = None
