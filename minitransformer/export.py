@@ -382,15 +382,19 @@ def _score(saved: dict[str, Any], hypotheses: list[str], references: list[str]) 
     return "bleu", bleu(hypotheses, references)
 
 
-def _ms_per_sentence(model: Transformer, tokenizer: SharedTokenizer, sentences: list[str], beam: int) -> float:
-    """Median milliseconds to translate one sentence alone on one thread (batch 1, as the browser does)."""
+def _ms_per_sentence(model: Transformer, tokenizer: SharedTokenizer, sentences: list[str], beam: int,
+                     tokens: list[int] | None = None) -> float:
+    """Median milliseconds to translate one sentence alone on one thread (batch 1, as the browser does);
+    the number of tokens written goes into ``tokens``."""
     times, threads = [], torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         for sentence in sentences:
             start = time.perf_counter()
-            decode_ids(model, tokenizer, [sentence], beam, batch_size=1)
+            written = decode_ids(model, tokenizer, [sentence], beam, batch_size=1)[0]
             times.append(1000 * (time.perf_counter() - start))
+            if tokens is not None:
+                tokens.append(len(written))
     finally:
         torch.set_num_threads(threads)
     return round(statistics.median(times), 2)
@@ -439,10 +443,11 @@ def check(folder: str | Path, checkpoint: str | Path, sentences: int = 100, qual
         differ = [k for k, (e, g) in enumerate(zip(expected, got)) if e != g]
         report["tokens"][name] = {"identical": len(checked) - len(differ), "first_differences": differ[:5]}
     report["sizes"] = {"float": _sizes(folder, [ENCODER, DECODER])}
-    timed = sources[:timing_sentences]
+    timed, written = sources[:timing_sentences], []
     report["latency_ms"] = {"sentences": len(timed), "beam": 4,
                             "pytorch": _ms_per_sentence(model, tokenizer, timed, 4),
-                            "onnx_float": _ms_per_sentence(runtime, tokenizer, timed, 4)}
+                            "onnx_float": _ms_per_sentence(runtime, tokenizer, timed, 4, written)}
+    report["latency_ms"]["tokens"] = statistics.median(written)  # an untrained model writes to its limit
     if info.get("int8"):
         quantised = OnnxTranslator(folder, int8=True)
         report["sizes"]["int8"] = _sizes(folder, list(INT8.values()))
@@ -484,7 +489,7 @@ def summary(report: dict[str, Any]) -> list[str]:
              f"beam 4 on {tokens['beam4']['identical']}/{n}",
              f"  size: float {report['sizes']['float']['total'] / mb:.2f} MB"
              + (f", int8 {report['sizes']['int8']['total'] / mb:.2f} MB" if "int8" in report["sizes"] else ""),
-             f"  one sentence, beam 4, batch 1, one thread (median of {lat['sentences']}): "
+             f"  one sentence ({lat['tokens']:g} tokens), beam 4, batch 1, one thread (median of {lat['sentences']}): "
              f"PyTorch {lat['pytorch']:.1f} ms, ONNX float {lat['onnx_float']:.1f} ms"
              + (f", ONNX int8 {lat['onnx_int8']:.1f} ms" if "onnx_int8" in lat else "")]
     if "quality" in report:
@@ -508,9 +513,14 @@ def run_command(args: Any) -> int:
     report = check(args.out, args.checkpoint, args.sentences, args.quality_sentences)
     for line in summary(report):
         print(line)
-    if args.report:
+    if args.report:  # a record for benchmarks/results: what wrote it, and when
+        flags = [f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k in ("sentences", "quality_sentences")
+                 and v is not None] + ["--int8"] * args.int8
+        command = " ".join(["python -m minitransformer export --checkpoint", str(args.checkpoint), "--out",
+                            str(args.out), *flags])
+        record = {**report, "command": command, "date": time.strftime("%Y-%m-%d")}
         Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.report).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        Path(args.report).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     found = problems(report)
     if found:
         raise ExportError("the exported model does not match the checkpoint: " + "; ".join(found))

@@ -212,9 +212,13 @@ def export_translator(given: Path | None) -> dict | None:
         if TRANSLATOR.exists():
             shutil.rmtree(TRANSLATOR)
         try:
-            export(path, TRANSLATOR, int8=True)
+            info = export(path, TRANSLATOR, int8=True)
         except ExportError as error:
             raise SiteError(f"the translator page's checkpoint cannot be exported: {error}") from None
+        if path.resolve().is_relative_to(ROOT):  # the page names it as the repository does, not this machine
+            info["checkpoint"] = path.resolve().relative_to(ROOT).as_posix()
+            (TRANSLATOR / "config.json").write_text(json.dumps(info, indent=1, ensure_ascii=False) + "\n",
+                                                    encoding="utf-8")
         stamp.write_text(digest)
     return json.loads((TRANSLATOR / "config.json").read_text(encoding="utf-8"))
 

@@ -389,6 +389,28 @@ def gpu_profile_block(data: Data, old: str) -> str:
     return "\n\n".join(parts)
 
 
+def shipping_block(data: Data, old: str) -> str:
+    """docs/shipping.md: what export measured (benchmarks/results/export-*.json; python -m minitransformer export)."""
+    rows = ["| record | model | parameters | logits: largest difference | same tokens, greedy / beam 4 | float | int8 "
+            "| one sentence, beam 4: PyTorch / ONNX / ONNX int8 | int8 changes the score |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    commands = []
+    for path in sorted(data.results.glob("export-*.json")):
+        r = json.loads(path.read_text(encoding="utf-8"))
+        t, lat, q = r["tokens"], r["latency_ms"], r.get("quality")
+        mb = {kind: f"{size['total'] / 1e6:.2f} MB" for kind, size in r["sizes"].items()}
+        name = "exact match" if q and q["metric"] == "exact_match" else "BLEU"
+        rows.append(f"| `{path.name}` | {r['title']} | {r['parameters']:,} | "
+                    f"{max(r['logits']['random'], r['logits']['real']):.1e} | {t['greedy']['identical']}/{t['sentences']}"
+                    f" / {t['beam4']['identical']}/{t['sentences']} | {mb['float']} | {mb.get('int8', '-')} | "
+                    f"{lat['pytorch']:.0f} / {lat['onnx_float']:.0f} / {lat.get('onnx_int8', 0):.0f} ms "
+                    f"({lat['tokens']:g} tokens) | "
+                    + (f"{name} {q['float']:.2f} -> {q['int8']:.2f} on {q['sentences']} test sentences |" if q else "- |"))
+        commands.append(f"`{path.name}`: `{r['command']}` ({r['date']}, {r['machine']['cpus']} CPU cores, "
+                        f"torch {r['versions']['torch']}, onnxruntime {r['versions']['onnxruntime']})")
+    return "\n".join(rows + [""] + [f"- {c}" for c in commands])
+
+
 @dataclass(frozen=True)
 class Block:
     page: str  # relative to the repository's root
@@ -408,6 +430,7 @@ BLOCKS: dict[str, Block] = {
     "step-ideas": Block("docs/benchmarks.md", step_ideas_block),
     "padding": Block("docs/benchmarks.md", padding_block),
     "gpu-profile": Block("docs/benchmarks.md", gpu_profile_block),
+    "shipping": Block("docs/shipping.md", shipping_block),
 }
 #: The page that holds the ablation results, between these two markers.
 ABLATION_PAGE = "docs/ablations.md"
