@@ -160,8 +160,8 @@ def test_constant_schedule_is_the_warmup_peak_from_the_first_step() -> None:
     rates, optimizer = _scheduled_rates("constant", d_model, warmup, factor, 5)
     assert rates == pytest.approx([peak] * 5, rel=1e-12)
     assert ConstantAtPeak(d_model, warmup, factor)(1000) == pytest.approx(peak)
-    with pytest.raises(ValueError, match=r"schedule must be one of \('inverse_sqrt', 'constant', 'decay_only'\), "
-                                         r"got 'cosine'"):
+    with pytest.raises(ValueError, match=r"schedule must be one of \('inverse_sqrt', 'constant', 'decay_only', "
+                                         r"'linear_decay'\), got 'cosine'"):
         transformer_scheduler(optimizer, d_model, warmup, schedule="cosine")
 
 

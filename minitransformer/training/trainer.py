@@ -282,9 +282,9 @@ class Trainer:
         if old is None:
             self._say(f"plan: {total:,} steps ({total / epoch:.1f} epochs) at {per_step:.3f} s a step, "
                       f"{validation}: training ends at about {ends} (in {duration(seconds)}), then the test")
-        else:
+        elif abs(total - old) >= 0.05 * old:  # the log has every re-plan; the screen, those that matter
             self._say(f"re-plan at step {self.step:,}: {total:,} steps instead of {old:,} ({per_step:.3f} s a step, "
-                      f"{validation}), ending at about {ends}")
+                      f"{validation})")
 
     def _stops_here(self) -> bool:
         """True when the step just taken is the last: a step limit, the time budget or its plan."""
