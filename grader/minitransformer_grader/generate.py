@@ -11,6 +11,10 @@ The solutions (``solutions/NN_<lesson>.ipynb``) are the single source, in nbgrad
 * a **check cell** (``nbgrader.grade = true``, with ``points``) calls a package check; lines
   between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS`` are removed from the exercise
   and run only by the grader;
+* a **written answer graded by hand** is a markdown cell with ``nbgrader.solution`` and
+  ``nbgrader.grade`` (nbgrader's manually graded answer, with ``points``): its ``### STUB:`` lines
+  (else nbgrader's ``YOUR ANSWER HERE``) replace its solution block, and the reference lists it under
+  ``manual``, so that the grader names its points as graded by hand instead of giving or taking them;
 * every other cell is locked; a markdown paragraph that starts with ``> **Solutions.**`` is
   solution-only.
 
@@ -40,6 +44,8 @@ REFERENCE = Path(__file__).resolve().parent / "reference"
 _BEGIN, _END = "### BEGIN SOLUTION", "### END SOLUTION"
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 _BANNER = "> **Solutions.**"
+#: The stub of a written answer graded by hand that names none (nbgrader's ``ClearSolutions.text_stub``).
+MANUAL_STUB = "YOUR ANSWER HERE"
 # Metadata of the stored run that an exercise must not carry.
 _DROP_CELL_METADATA = ("execution", "collapsed", "scrolled")
 
@@ -113,7 +119,16 @@ def clear_solution(cell: Any) -> bool:
     generate_assignment``, :class:`minitransformer_grader.nbgrader_plugin.ClearSolutionsWithHints`.
     """
     before = cell.source
-    if cell.cell_type == "code" and _nbgrader(cell).get("solution"):
+    if cell.cell_type == "markdown" and _nbgrader(cell).get("solution"):
+        # A written answer graded by hand (nbgrader's "manually graded answer"): its ``### STUB:`` lines, else
+        # nbgrader's own text stub, replace the solution block.
+        source = cell.source
+        if not any(line.strip() == _BEGIN for line in source.split("\n")):
+            source = f"{_BEGIN}\n{source}\n{_END}"
+        if not any(line.strip().startswith("### STUB:") for line in source.split("\n")):
+            source = source.replace(_END, f"### STUB: {MANUAL_STUB}\n{_END}", 1)
+        cell.source = _without_banner(_replace_solutions(source, "?", ""))
+    elif cell.cell_type == "code" and _nbgrader(cell).get("solution"):
         task = _task_number(str(_nbgrader(cell).get("grade_id", "?")))
         hint = cell.metadata.get("minitransformer", {}).get("hint", "write your code here")
         source = cell.source
@@ -178,7 +193,8 @@ EXAMPLE_CLASS: dict[str, dict[str, tuple[tuple[str, str], ...] | None]] = {
                          "return torch.exp(x) / torch.exp(x).sum(dim=dim, keepdim=True)"),),
     },
     "worked-solution": {"task-1-code": None, "task-2-code": None, "task-3-code": None, "task-4-code": None,
-                        "task-5-find": None, "task-5-code": None},
+                        "task-5-find": None, "task-5-code": None, "task-6-code": None, "task-7-code": None,
+                        "predict-padding": None, "predict-overflow": None},
 }
 
 
@@ -229,7 +245,13 @@ def reference_from_solution(solution: Any, name: str) -> dict[str, Any]:
                 "visible": _remove_hidden(cell.source),
                 "cell": index,
             })
-    return {"exercise": name, "source": f"solutions/{name}.ipynb", "tasks": tasks, "defines": sorted(set(defines))}
+    reference = {"exercise": name, "source": f"solutions/{name}.ipynb", "tasks": tasks, "defines": sorted(set(defines))}
+    manual = [{"grade_id": str(_nbgrader(c)["grade_id"]), "task": _task_number(str(_nbgrader(c)["grade_id"])),
+               "points": _nbgrader(c).get("points", 0), "title": c.metadata.get("minitransformer", {}).get("title", "")}
+              for c in solution.cells if c.cell_type == "markdown" and _nbgrader(c).get("grade")]
+    if manual:  # written answers graded by hand: listed in the reports, neither given nor taken by the grader
+        reference["manual"] = manual
+    return reference
 
 
 def _solutions(folder: Path) -> list[Path]:

@@ -39,4 +39,4 @@ def test_grading_the_example_class_writes_the_committed_grades(tmp_path):
         assert written == committed, (f"examples/class/grades/{name} is out of date: run `python -m minitransformer "
                                       f"grade examples/class/submitted` from the repository's root\n{written}")
     totals = [line.split(",")[-3:-1] for line in (tmp_path / "grades.csv").read_text().splitlines()[1:]]
-    assert totals == [["0", "10"], ["5", "10"], ["10", "10"]]  # blank, partly done, worked solution
+    assert totals == [["0", "12"], ["5", "12"], ["12", "12"]]  # blank, partly done, worked solution

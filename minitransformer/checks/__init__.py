@@ -36,10 +36,13 @@ from .lesson08 import (check_beam_search, check_beam_step, check_checkpoint_aver
 from .lesson09 import check_decoder_only_logits, check_family_choice, check_masked_mean, check_next_token_probabilities
 from .lesson10 import (check_ablation_prediction, check_constant_schedule, check_learned_positions,
                        check_no_warmup_schedule)
-from .questions import check_answer
+from .questions import (check_ablation_runs, check_ablation_verdicts, check_answer, check_diagnosis,
+                        check_prediction)
 
 __all__ = [
     "check_ablation_prediction",
+    "check_ablation_runs",
+    "check_ablation_verdicts",
     "check_additive_scores",
     "check_alignment_and_context",
     "check_answer",
@@ -56,6 +59,7 @@ __all__ = [
     "check_corpus_bleu",
     "check_decoder_layer",
     "check_decoder_only_logits",
+    "check_diagnosis",
     "check_encoder_layer",
     "check_family_choice",
     "check_fault",
@@ -87,6 +91,7 @@ __all__ = [
     "check_overfit_one_batch",
     "check_padding_mask",
     "check_positional_encoding",
+    "check_prediction",
     "check_scaled_dot_product_attention",
     "check_scaled_embedding",
     "check_shifted_target",
