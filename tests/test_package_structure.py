@@ -21,7 +21,7 @@ GRADER = Path(__file__).resolve().parents[1] / "grader" / "minitransformer_grade
 # Budgets on totals, not on files (as tinygrad keeps its line count): a cap per file only moves code
 # between files. The core is the paper in lesson order, what a learner reads like minGPT.
 CORE = ("config", "masks", "embeddings", "attention", "layers", "model", "cache", "decoding", "variants", "interop")
-BUDGETS = {"core": 1_400, "minitransformer": 17_000, "grader": 3_500}
+BUDGETS = {"core": 1_400, "minitransformer": 17_000, "grader": 3_750}
 
 
 def _module_name(root: Path, path: Path) -> str:
@@ -201,7 +201,7 @@ def test_the_checks_export_the_check_of_every_exercise_module() -> None:
     from minitransformer import checks
 
     modules = sorted(p.stem for p in (PACKAGE / "checks").glob("*.py") if not p.stem.startswith("_") and p.stem != "compare")
-    assert modules == ["capstone", "debugging"] + [f"lesson{n:02d}" for n in range(11)] + ["questions"]
+    assert modules == ["capstone", "debugging"] + [f"lesson{n:02d}" for n in range(11)] + ["operations", "questions"]
     defined = {name: value for module in (importlib.import_module(f"minitransformer.checks.{m}") for m in modules)
                for name, value in vars(module).items()
                if name.startswith("check_") and value.__module__ == module.__name__}

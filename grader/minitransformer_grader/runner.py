@@ -325,19 +325,19 @@ def _arm_holders(called: Any, fakes: dict[int, Any]) -> list[Any]:
 
 
 _THREADS: set[int] = set()  # the runner's own threads (and IPython's), before the learner's code runs
-_PIDS: set[str] | None = None  # the processes of the sandbox's PID namespace then (None: not in the sandbox)
-
-
-def _pids() -> set[str]:
-    return {p for p in os.listdir("/proc") if p.isdigit()}
 
 
 def _recorder() -> Any:
-    """A recorder of the operations the learner's code runs (see minitransformer.checks.operations)."""
-    from minitransformer.checks.operations import Recorder
+    """A recorder of the operations the learner's code runs (minitransformer.checks.operations, copied beside
+    the runner in the sandbox, whose minitransformer.checks holds only stand-ins)."""
+    try:
+        from .operations import Recorder, service  # type: ignore[import-not-found]
+    except ImportError:
+        from minitransformer.checks.operations import Recorder, service
 
-    pids = _PIDS
-    return Recorder(threads=_THREADS, processes=None if pids is None else lambda: bool(_pids() - pids))
+    for fn in (ask_served, _Callback.__call__):  # what the runner sends the grader is not the learner's work
+        service(fn)
+    return Recorder(threads=_THREADS)
 
 
 def _serve(link: _Link, cell: int) -> None:
@@ -431,9 +431,7 @@ def _run(link: _Link) -> None:
 
     shell = InteractiveShell.instance(colors="NoColor")
     shell.user_ns["__name__"] = "__main__"
-    global _PIDS
     _THREADS.update(sys._current_frames())
-    _PIDS = _pids() if os.getppid() == 1 and os.path.isdir("/proc/self") else None
     for index, cell in enumerate(plan["cells"]):
         if cell["kind"] == "check":
             link.emit({"event": "check", "cell": index})

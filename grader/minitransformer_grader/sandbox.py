@@ -185,8 +185,8 @@ class KernelPackage:
             if not p.is_file() or "__pycache__" in p.parts or p.suffix == ".pyc":
                 continue
             rel = p.relative_to(_PACKAGE)
-            if rel.parts[0] == "checks" and rel != Path("checks/operations.py"):
-                continue  # the checks and the answer key stay in the grader's process (the recorder runs here)
+            if rel.parts[0] == "checks":
+                continue  # the checks and the answer key stay in the grader's process
             data = p.read_bytes()
             if rel in by_file:
                 data = _poison_source(data.decode("utf-8"), by_file[rel],
@@ -194,10 +194,12 @@ class KernelPackage:
             self.files[Path("minitransformer", rel)] = data
         self.files[Path("minitransformer/checks/__init__.py")] = _CHECKS_STUB.format(names=sorted(check_names)).encode()
         self.files[Path("minitransformer/sandbox_stubs.py")] = _POISON.encode()
-        # Of the grader, only the runner and its protocol: no reference, no generator, no checks.
+        # Of the grader, only the runner, its protocol and the recorder: no reference, no generator, no checks.
         self.files[Path("minitransformer_grader/__init__.py")] = b'"""The runner of the grading sandbox."""\n'
         for name in _RUNNER_FILES:
             self.files[Path("minitransformer_grader", name)] = (_GRADER / name).read_bytes()
+        # The recorder of the operations the learner's code runs (the checks' lists of allowed operations).
+        self.files[Path("minitransformer_grader/operations.py")] = (_PACKAGE / "checks" / "operations.py").read_bytes()
         self._write()
 
     def _write(self) -> None:

@@ -12,7 +12,8 @@ check calls the learner's code, every operation that code runs itself:
   calls, as ``"top-level module:qualified name"`` (``"minitransformer:TokenBatchSampler.__iter__"``); what
   such a function runs inside is its own business (the package's model calls ``softmax``);
 * what would hide work from the recording: a tensor subclass, PyTorch's function modes switched off,
-  the profile hook replaced, a thread or process the learner's code started.
+  the profile hook replaced, a thread or process started by the learner's code, or a thread of the
+  notebook's running its code during the call.
 
 An operation counts as the learner's when the nearest frame below it that is neither PyTorch's, the
 standard library's nor numpy's is the learner's code (or the call the check made): PyTorch's own modules
@@ -80,6 +81,13 @@ _LIBRARY_DIRS = tuple({os.path.realpath(p) + os.sep for p in
                        if p} | {os.path.realpath(p) + os.sep for p in sys.path
                                 if p.endswith(("site-packages", "dist-packages"))})
 _CACHE: dict[int, tuple[Any, str]] = {}  # id(code) -> (code, what it is): code objects compare by value
+_SERVICES: dict[int, Any] = {}  # id(code) -> code of the grading runner's own requests (what they run is not the learner's)
+
+
+def service(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark ``fn`` (the sandbox's runner sending a request to the grader) as not the learner's work."""
+    _SERVICES[id(fn.__code__)] = fn.__code__
+    return fn
 
 
 def _escapes() -> dict[Any, str]:
@@ -158,6 +166,8 @@ def classify(frame: Any) -> str:
     hit = _CACHE.get(id(code))
     if hit is not None and hit[0] is code:
         return hit[1]
+    if _SERVICES.get(id(code)) is code:
+        return CHECKS
     space = frame.f_globals
     name = space.get("__name__") if isinstance(space.get("__name__"), str) else ""
     module = sys.modules.get(name)
@@ -185,16 +195,16 @@ class Recorder(TorchFunctionMode):
 
     ``ops`` maps each operation's key (a base name such as ``softmax``, or ``"library:Qualified.name"``)
     to what the learner's code called (``Tensor.softmax``). ``threads``: the idents of the threads that
-    may exist (a thread started by the learner's code that is alive during the call is recorded).
+    were there before the learner's code ran (another thread running the learner's code during the call
+    is recorded); None: threads are not looked at (a notebook's own kernel has several).
     """
 
-    def __init__(self, threads: set[int] | None = None, processes: Callable[[], bool] | None = None) -> None:
+    def __init__(self, threads: set[int] | None = None) -> None:
         super().__init__()
         self.ops: dict[str, str] = {}
         self.boundary: Any = None
         self.inside = 0
         self.threads = threads
-        self.processes = processes
 
     def _owner(self, frame: Any) -> str | None:
         for _ in range(400):
@@ -218,11 +228,11 @@ class Recorder(TorchFunctionMode):
             if self._owner(sys._getframe(1)) == LEARNER:
                 key, shown = _torch_name(func)
                 self._add(key, shown)
-                for t in types:
-                    if not issubclass(t, torch.nn.Parameter) and t is not torch.Tensor and \
-                            not str(getattr(t, "__module__", "")).startswith("torch"):
-                        self._add("tensor subclass", f"a tensor subclass ({getattr(t, '__name__', '?')}) whose "
-                                                     "operations are not recorded")
+            for t in types:  # wherever it is used: its own __torch_function__ would run unrecorded
+                if not issubclass(t, torch.nn.Parameter) and t is not torch.Tensor and \
+                        not str(getattr(t, "__module__", "")).startswith("torch"):
+                    self._add("tensor subclass", f"a tensor subclass ({getattr(t, '__name__', '?')}) whose "
+                                                 "operations are not recorded")
             return func(*args, **(kwargs or {}))
         finally:
             self.inside -= 1
@@ -250,10 +260,19 @@ class Recorder(TorchFunctionMode):
             torch._C._get_function_stack_at(depth - 1) is self
 
     def _others(self) -> None:
-        if self.threads is not None and set(sys._current_frames()) - self.threads:
-            self._add("thread or process", "a thread started by the notebook (its work is not recorded)")
-        if self.processes is not None and self.processes():
-            self._add("thread or process", "a process started by the notebook (its work is not recorded)")
+        """A thread of the notebook's (one that runs its code) alive during the call: its work is not recorded."""
+        if self.threads is None:
+            return
+        for ident, frame in sys._current_frames().items():
+            if ident == threading.get_ident() or ident in self.threads:
+                continue
+            for _ in range(200):
+                if frame is None:
+                    break
+                if classify(frame) == LEARNER:
+                    self._add("thread or process", "a thread started by the notebook (its work is not recorded)")
+                    return
+                frame = frame.f_back
 
     def call(self, fn: Callable[..., Any], *args: Any, after: Callable[[Any], Any] | None = None,
              **kwargs: Any) -> Any:
@@ -284,4 +303,5 @@ def outside(ops: dict[str, str], allowed: frozenset[str]) -> list[str]:
     return sorted({shown for key, shown in ops.items() if key not in allowed and key not in ALWAYS})
 
 
-__all__ = ["ALWAYS", "LINEAR", "MASKS", "MATMUL", "PIECES", "SOFTMAX", "Recorder", "classify", "op_key", "outside"]
+__all__ = ["ALWAYS", "LINEAR", "MASKS", "MATMUL", "PIECES", "SOFTMAX", "Recorder", "classify", "op_key", "outside",
+           "service"]
