@@ -34,8 +34,7 @@ from .model import Transformer
 FORMAT = "minitransformer-onnx"
 FORMAT_VERSION = 1
 INSTALL = 'pip install -e ".[export]"  (onnx, onnxscript and onnxruntime)'
-ENCODER, DECODER, TOKENIZER, CONFIG, REPORT = "encoder.onnx", "decoder.onnx", "tokenizer.json", "config.json", \
-    "report.json"
+ENCODER, DECODER, TOKENIZER, CONFIG, REPORT = "encoder.onnx", "decoder.onnx", "tokenizer.json", "config.json", "report.json"
 INT8 = {ENCODER: "encoder.int8.onnx", DECODER: "decoder.int8.onnx"}
 #: Largest difference allowed between ONNX Runtime's float32 logits and the package's (both float32).
 LOGIT_TOLERANCE = 1e-3
@@ -111,18 +110,15 @@ DECODER_IO = (["token", "src_mask", "self_keys", "self_values", "cross_keys", "c
 @contextlib.contextmanager
 def _quiet() -> Any:
     """The exporter's progress lines and notices, kept for an error message instead of printed."""
-    said = io.StringIO()
-    loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch.export", "torch._dynamo", "onnxscript")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
+    said, logger = io.StringIO(), logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
     try:
         with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield said
     finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
+        logger.setLevel(level)
 
 
 def export_graphs(model: Transformer, out: Path) -> None:
@@ -194,20 +190,14 @@ class OnnxTranslator(Transformer):
         import onnxruntime as ort
 
         nn.Module.__init__(self)  # no weights here: they live in the ONNX files
-        folder = Path(folder)
+        folder, options = Path(folder), ort.SessionOptions()
         info = read_config(folder)
         self.config = TransformerConfig.from_dict(info["model"])
         self.generator = nn.Identity()  # decode returns logits already
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-
-        def session(name: str) -> Any:
-            return ort.InferenceSession(str(folder / (INT8[name] if int8 else name)), options,
-                                        providers=["CPUExecutionProvider"])
-
-        self.encoder_session, self.decoder_session = session(ENCODER), session(DECODER)
+        options.intra_op_num_threads, options.log_severity_level = threads, 3
+        self.encoder_session, self.decoder_session = (
+            ort.InferenceSession(str(folder / (INT8[n] if int8 else n)), options, providers=["CPUExecutionProvider"])
+            for n in (ENCODER, DECODER))
         self.layers, self.d_qk = info["layers"], info["d_qk"]
 
     def new_cache(self) -> OnnxCache:  # type: ignore[override]
@@ -272,13 +262,10 @@ def _load(checkpoint: str | Path) -> tuple[Transformer, SharedTokenizer, dict[st
 def describe(saved: dict[str, Any]) -> dict[str, str]:
     """What the model translates, in words for a page: dataset and languages."""
     o = saved.get("options", {})
-    dataset = o.get("dataset", "text")
-    if dataset == "dates":
-        src, tgt = o.get("src_locale", "en_US"), o.get("tgt_locale", "de_DE")
-        return {"dataset": "dates", "source": src, "target": tgt,
-                "title": f"dates, {src} -> {tgt} (generated with Babel)"}
-    src, tgt = o.get("src_lang") or "de", o.get("tgt_lang") or "en"
-    return {"dataset": dataset, "source": src, "target": tgt, "title": f"{dataset}, {src} -> {tgt}"}
+    dataset, dates = o.get("dataset", "text"), o.get("dataset") == "dates"
+    src, tgt = (o.get("src_locale"), o.get("tgt_locale")) if dates else (o.get("src_lang"), o.get("tgt_lang"))
+    return {"dataset": dataset, "source": src, "target": tgt,
+            "title": f"{dataset}, {src} -> {tgt}" + (" (generated with Babel)" if dates else "")}
 
 
 def held_out(saved: dict[str, Any], n: int | None = None) -> tuple[list[str], list[str]]:
@@ -290,10 +277,6 @@ def held_out(saved: dict[str, Any], n: int | None = None) -> tuple[list[str], li
     corpus = load_corpus(TrainOptions.from_dict({**options, "out": None, "resume": None}).resolved())
     pairs = (corpus.test or corpus.validation)[:n]
     return [s for s, _ in pairs], [t for _, t in pairs]
-
-
-def _sizes(out: Path, names: list[str]) -> dict[str, int]:
-    return {name: (out / name).stat().st_size for name in names}
 
 
 def export(checkpoint: str | Path, out: str | Path, int8: bool = False, examples: int = 50) -> dict[str, Any]:
@@ -402,12 +385,8 @@ def _ms_per_sentence(model: Transformer, tokenizer: SharedTokenizer, sentences: 
 
 def check(folder: str | Path, checkpoint: str | Path, sentences: int = 100, quality_sentences: int | None = None,
           timing_sentences: int = 20, seed: int = 0) -> dict[str, Any]:
-    """Compare an exported folder with its checkpoint; returns the report (also written as ``report.json``).
-
-    ``sentences`` held-out sentences are translated greedily and with beam 4 by the package and by ONNX
-    Runtime (the package's search on both); with int8 files, ``quality_sentences`` (default: the whole test
-    split) are scored float against int8, and ``timing_sentences`` are timed one at a time.
-    """
+    """Compare an exported folder with its checkpoint: the report (also written as ``report.json``). Tokens are
+    compared on ``sentences``; int8 is scored on ``quality_sentences`` (default: all the test split)."""
     require_onnx()
     import onnxruntime
 
@@ -442,7 +421,7 @@ def check(folder: str | Path, checkpoint: str | Path, sentences: int = 100, qual
         expected, got = decode_ids(model, tokenizer, checked, beam), decode_ids(runtime, tokenizer, checked, beam)
         differ = [k for k, (e, g) in enumerate(zip(expected, got)) if e != g]
         report["tokens"][name] = {"identical": len(checked) - len(differ), "first_differences": differ[:5]}
-    report["sizes"] = {"float": _sizes(folder, [ENCODER, DECODER])}
+    report["sizes"] = {"float": {name: (folder / name).stat().st_size for name in (ENCODER, DECODER)}}
     timed, written = sources[:timing_sentences], []
     report["latency_ms"] = {"sentences": len(timed), "beam": 4,
                             "pytorch": _ms_per_sentence(model, tokenizer, timed, 4),
@@ -450,7 +429,7 @@ def check(folder: str | Path, checkpoint: str | Path, sentences: int = 100, qual
     report["latency_ms"]["tokens"] = statistics.median(written)  # an untrained model writes to its limit
     if info.get("int8"):
         quantised = OnnxTranslator(folder, int8=True)
-        report["sizes"]["int8"] = _sizes(folder, list(INT8.values()))
+        report["sizes"]["int8"] = {name: (folder / name).stat().st_size for name in INT8.values()}
         report["latency_ms"]["onnx_int8"] = _ms_per_sentence(quantised, tokenizer, timed, 4)
         scored, refs = sources[:quality_sentences], references[:quality_sentences]
         float_ids, int8_ids = (decode_ids(runner, tokenizer, scored, 4) for runner in (runtime, quantised))
