@@ -449,12 +449,8 @@ def problems(report: dict[str, Any]) -> list[str]:
     found = [f"{kind} logits differ by {report['logits'][kind]:.2g} (tolerance {LOGIT_TOLERANCE})"
              for kind in ("random", "real") if not report["logits"][kind] <= LOGIT_TOLERANCE]
     n = report["tokens"]["sentences"]
-    for name in ("greedy", "beam4"):
-        same = report["tokens"][name]["identical"]
-        if same != n:
-            found.append(f"{name}: {n - same} of {n} translations differ (sentences "
-                         f"{report['tokens'][name]['first_differences']} first)")
-    return found
+    return found + [f"{name}: {n - t['identical']} of {n} translations differ (sentences {t['first_differences']} "
+                    "first)" for name, t in report["tokens"].items() if name != "sentences" and t["identical"] != n]
 
 
 def summary(report: dict[str, Any]) -> list[str]:
@@ -471,37 +467,31 @@ def summary(report: dict[str, Any]) -> list[str]:
              f"  one sentence ({lat['tokens']:g} tokens), beam 4, batch 1, one thread (median of {lat['sentences']}): "
              f"PyTorch {lat['pytorch']:.1f} ms, ONNX float {lat['onnx_float']:.1f} ms"
              + (f", ONNX int8 {lat['onnx_int8']:.1f} ms" if "onnx_int8" in lat else "")]
-    if "quality" in report:
-        q = report["quality"]
-        name = "exact match (%)" if q["metric"] == "exact_match" else "BLEU"
-        lines.append(f"  int8: {name} {q['int8']:.2f} against {q['float']:.2f} for float ({q['change']:+.2f}) on "
-                     f"{q['sentences']} test sentences, beam 4; {q['tokens_changed']} translations changed")
-    return lines
+    q = report.get("quality")
+    return lines + ([f"  int8: {'exact match (%)' if q['metric'] == 'exact_match' else 'BLEU'} {q['int8']:.2f} against "
+                     f"{q['float']:.2f} for float ({q['change']:+.2f}) on {q['sentences']} test sentences, beam 4; "
+                     f"{q['tokens_changed']} translations changed"] if q else [])
 
 
 def run_command(args: Any) -> int:
     """``python -m minitransformer export``: export, check, print the check, fail if the export is not the model."""
-    for name in ("sentences", "quality_sentences"):
-        value = getattr(args, name)
+    for name, value in (("sentences", args.sentences), ("quality-sentences", args.quality_sentences)):
         if value is not None and value < 1:
-            raise ExportError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+            raise ExportError(f"--{name} must be at least 1, got {value}")
     start = time.perf_counter()
     info = export(args.checkpoint, args.out, int8=args.int8)
     files = ", ".join(f"{name} ({meta['bytes'] / 1e6:.2f} MB)" for name, meta in info["files"].items())
     print(f"exported {info['checkpoint']} to {args.out}: {files}, {CONFIG}")
     report = check(args.out, args.checkpoint, args.sentences, args.quality_sentences)
-    for line in summary(report):
-        print(line)
+    print("\n".join(summary(report)))
     if args.report:  # a record for benchmarks/results: what wrote it, and when
         flags = [f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k in ("sentences", "quality_sentences")
                  and v is not None] + ["--int8"] * args.int8
-        command = " ".join(["python -m minitransformer export --checkpoint", str(args.checkpoint), "--out",
-                            str(args.out), *flags])
-        record = {**report, "command": command, "date": time.strftime("%Y-%m-%d")}
+        record = {**report, "command": " ".join(["python -m minitransformer export --checkpoint", str(args.checkpoint),
+                                                 "--out", str(args.out), *flags]), "date": time.strftime("%Y-%m-%d")}
         Path(args.report).parent.mkdir(parents=True, exist_ok=True)
         Path(args.report).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    found = problems(report)
-    if found:
+    if found := problems(report):
         raise ExportError("the exported model does not match the checkpoint: " + "; ".join(found))
     print(f"the export is the model ({time.perf_counter() - start:.0f} s); report: {Path(args.out) / REPORT}")
     return 0
