@@ -60,11 +60,8 @@ class _Graph(nn.Module):
 
 
 class EncoderGraph(_Graph):
-    """Source ids (B, S) -> the cross-attention keys and values of every decoder layer, (L, B, H, S, Dk) each.
-
-    The memory never leaves the graph: decoder layers read it only through their projections W_K and W_V,
-    computed here once per sentence instead of once per token.
-    """
+    """Source ids (B, S) -> the cross-attention keys and values of every decoder layer, (L, B, H, S, Dk) each: the
+    decoder reads the memory only through its W_K and W_V, so they are computed once per sentence, here."""
 
     def forward(self, src: Tensor) -> tuple[Tensor, Tensor]:
         m = self.model
@@ -179,12 +176,9 @@ class OnnxCache:
 
 
 class OnnxTranslator(Transformer):
-    """An exported folder run by ONNX Runtime, with the methods that ``greedy_decode`` and ``beam_search`` call.
-
-    The searches are the package's (minitransformer.decoding), unchanged: only the numbers come from ONNX
-    Runtime. ``encode`` packs the cross-attention keys and values as a (B, S, ...) "memory" so that beam
-    search's copies of it per hypothesis copy them.
-    """
+    """An exported folder run by ONNX Runtime behind the methods that the package's ``greedy_decode`` and
+    ``beam_search`` call. ``encode`` packs the cross-attention keys and values as a (B, S, ...) "memory", so that
+    beam search's copies of the memory per hypothesis copy them."""
 
     def __init__(self, folder: str | Path, int8: bool = False, threads: int = 1) -> None:
         import onnxruntime as ort
