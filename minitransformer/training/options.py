@@ -128,10 +128,10 @@ class TrainOptions:
     epochs: int | None = option(None, "passes over the training data")
     max_steps: int | None = option(None, "stop after this many optimizer steps (with --epochs, whichever comes "
                                    "first; alone, no epoch limit)")
-    minutes: float | None = option(None, "train for this many minutes, validation and checkpoints included (the "
-                                   "set-up before and the test after are timed apart): the run times its first "
-                                   "steps, plans the steps that fit, plans again as its speed changes, and decays "
-                                   "the learning rate linearly to zero at the planned end")
+    minutes: float | None = option(None, "train for this many minutes, validation and checkpoints included (not the "
+                                   "set-up before, nor the test after, which prints its own time): the run times "
+                                   "its first steps, plans the steps that fit, plans again as its speed changes, and "
+                                   "decays the learning rate linearly to zero at the planned end")
     time_budget: float | None = option(None, "stop after the step that passes this many seconds of training "
                                        "(compilation and validation included), with no plan: the schedule does "
                                        "not know the end (--minutes plans for it)")
