@@ -50,9 +50,10 @@ class ClearSolutionsWithHints(ClearSolutions):
 
     A code cell marked as a solution gets exactly the stub that ``make-exercises`` writes (the
     markers are the course's fixed ``### BEGIN SOLUTION`` / ``### END SOLUTION`` lines; a task cell
-    without them is all answer, as in nbgrader). Every other cell goes through nbgrader's own
-    ClearSolutions (its text stub for written answers, its error for a solution block outside a
-    solution cell), and a markdown cell then loses its ``> **Solutions.**`` paragraph. So
+    without them is all answer, as in nbgrader). A written answer graded by hand (a markdown solution
+    cell) gets its ``### STUB:`` lines, or nbgrader's text stub. Every other cell goes through nbgrader's
+    own ClearSolutions (its error for a solution block outside a solution cell), and a markdown cell then
+    loses its ``> **Solutions.**`` paragraph. So
     ``ClearSolutions.code_stub`` and the solution delimiters no longer apply to code cells.
     """
 
@@ -61,7 +62,7 @@ class ClearSolutionsWithHints(ClearSolutions):
         super().__init__(*args, **kwargs)
 
     def preprocess_cell(self, cell: Any, resources: Any, cell_index: int) -> tuple[Any, Any]:
-        if cell.cell_type == "code" and utils.is_solution(cell):
+        if utils.is_solution(cell):  # a task cell, or a written answer graded by hand (markdown)
             clear_solution(cell)
             return cell, resources
         cell, resources = super().preprocess_cell(cell, resources, cell_index)

@@ -79,6 +79,7 @@ class Report:
     error: str | None = None
     notes: list[str] = field(default_factory=list)
     output: str = ""  # what the submission printed, capped (first and last part)
+    manual: list[dict[str, Any]] = field(default_factory=list)  # written answers graded by hand: not in the score
 
     @property
     def score(self) -> float:
@@ -101,6 +102,9 @@ class Report:
         for row in [head, *rows]:
             lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
         lines.append("  " + "total".ljust(widths[0] + widths[1] + 2) + f"  {number_text(self.score)}/{number_text(self.max_score)}")
+        for m in self.manual:
+            lines.append(f"  {m['grade_id']}  {m['title']}: {number_text(float(m['points']))} points graded by hand "
+                         "(nbgrader's manual grading), not in this total")
         for t in self.tasks:
             if not t.passed and len(" ".join(t.message.split())) > width:
                 lines.append(f"  {t.grade_id}: " + " ".join(t.message.split()))
@@ -344,6 +348,7 @@ def grade_notebook(path: str | Path, *, exercise: str | None = None, timeout: fl
         report.seconds = time.perf_counter() - start
         return report.clean()
     assert nb is not None and ref is not None
+    report.manual = [dict(m) for m in ref.get("manual", [])]
     if how == "content":
         report.notes.append(f"matched to exercise {name} by the names it defines")
     cells = _plan(nb, ref, report.notes)

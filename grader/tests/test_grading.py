@@ -86,7 +86,10 @@ def test_the_nbgrader_metadata_is_valid(name: str):
         assert info["schema_version"] == 3 and {"grade", "solution", "locked", "grade_id"} <= set(info)
         assert re.fullmatch(r"[A-Za-z0-9_-]+", info["grade_id"]), info["grade_id"]
         ids.append(info["grade_id"])
-        if info["grade"]:
+        if info["grade"] and info["solution"]:  # a written answer graded by hand (nbgrader's manual grading)
+            assert cell.cell_type == "markdown" and not info["locked"] and cell.metadata["minitransformer"]["manual"]
+            assert isinstance(info["points"], (int, float)) and info["points"] > 0
+        elif info["grade"]:
             assert cell.cell_type == "code" and info["locked"] and not info["solution"]
             assert isinstance(info["points"], (int, float)) and info["points"] > 0
         if info["solution"]:
@@ -313,6 +316,20 @@ def test_the_blank_exercises_get_nothing(graded, name: str):
     for task in report["tasks"]:
         assert task["message"].startswith((f"NotImplementedError: Task {task['grade_id'][5:]}:", "AssertionError: Question")), \
             (task, report["notes"], report["output"][-3000:])
+
+
+def test_a_written_answer_is_graded_by_hand_neither_given_nor_taken(graded):
+    """Exercise 10's task 9, nbgrader's manually graded answer: stubbed, listed in the report, not in the score."""
+    exercise = _read("exercises", "10_why_the_recipe")
+    cell = next(c for c in exercise.cells if c.metadata["nbgrader"]["grade_id"] == "task-9")
+    assert cell.cell_type == "markdown" and cell.source.startswith("*Your answer") and "SOLUTION" not in cell.source
+    manual = G.load_references()["10_why_the_recipe"]["manual"]
+    assert manual == [{"grade_id": "task-9", "task": "9", "points": 2,
+                       "title": "experiment: what it can and cannot show (graded by hand)"}]
+    for student in ("solution-10", "blank-10"):
+        report = graded["reports"][(student, "10_why_the_recipe")]
+        assert report["manual"] == manual and "task-9" not in {t["grade_id"] for t in report["tasks"]}
+        assert report["max_score"] == sum(t["points"] for t in report["tasks"]) == 14
 
 
 def test_the_bleu_task_grades_the_solution_full_and_a_blank_zero(graded):
@@ -595,7 +612,8 @@ def test_nbgraders_own_clear_solutions_loses_the_hints_and_ours_keeps_them():
         plain = _differences(_clear_with(ClearSolutions(), solution), ours)
         # nbgrader alone: a bare stub in every task cell and the solutions note in the first cell.
         tasks = sum(bool(c.metadata["nbgrader"]["solution"]) for c in solution.cells)
-        assert sum("raise NotImplementedError()" in d or "# YOUR CODE HERE" in d for d in plain) == tasks, name
+        assert sum("raise NotImplementedError()" in d or "# YOUR CODE HERE" in d or "YOUR ANSWER HERE" in d
+                   for d in plain) == tasks, name  # a written answer (markdown) gets nbgrader's text stub
         assert any("cell 0 source" in d and "> **Solutions.**" in d for d in plain), name
         assert _differences(_clear_with(ClearSolutionsWithHints(), solution), ours) == [], name
     blockless = _with_a_task_cell_without_block()
@@ -686,7 +704,7 @@ def test_partial_credit_counts_each_passing_part():
 
     ref = G.load_references()["06_decoder_and_masking"]
     task = next(t for t in ref["tasks"] if t["grade_id"] == "task-6")
-    assert task["parts"] == [2, 1] and "seeds=(3, 4)" in task["source"] and "seeds" not in task["visible"]
+    assert task["parts"] == [1, 1] and "seeds=(3, 4)" in task["source"] and "seeds" not in task["visible"]
     cells = [{"kind": "check", "grade_id": t["grade_id"], "source": t["source"]} for t in ref["tasks"]]
     run = RunResult(ended=True)
     for index, t in enumerate(ref["tasks"]):
@@ -695,5 +713,5 @@ def test_partial_credit_counts_each_passing_part():
             parts = [{"passed": True, "message": "✓ Task 6 passed"}, {"passed": False, "message": "AssertionError: no"}]
         run.events[index] = {"event": "done", "cell": index, "parts": parts}
     results = {r.grade_id: r for r in _score(cells, ref, run, 30, 60, Report(path="x"))}
-    assert (results["task-6"].score, results["task-6"].points) == (2, 3)
-    assert results["task-6"].message == "2 of 3 points; part 2 failed: AssertionError: no"
+    assert (results["task-6"].score, results["task-6"].points) == (1, 2)
+    assert results["task-6"].message == "1 of 2 points; part 2 failed: AssertionError: no"
