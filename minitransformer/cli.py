@@ -245,8 +245,8 @@ def _run_train(args: argparse.Namespace, argv: Sequence[str]) -> int:
                                  "exact_match" if o.dataset == "dates" else "bleu")
         if reason:
             print(f"nothing left to train: {path} stopped at step {checkpoint.get('step', 0):,} because {reason}. "
-                  "Its test scores are in log.jsonl; to train on, give a larger --epochs or --max-steps "
-                  "(or --target 0)")
+                  "Its test scores are in log.jsonl; to train on, give a larger "
+                  f"{'--minutes' if o.minutes else '--epochs or --max-steps'} (or --target 0)")
             return 0
     result = train(options)
     if result.checkpoint is not None:
