@@ -16,8 +16,13 @@ import pytest
 
 from minitransformer.ablation_stats import paired_difference
 from minitransformer.ablations import SIZES, job_settings, variant
-from minitransformer.checks import (check_ablation_runs, check_ablation_verdicts, check_answer, check_diagnosis,
-                                    check_prediction)
+from minitransformer.checks import (
+    check_ablation_runs,
+    check_ablation_verdicts,
+    check_answer,
+    check_diagnosis,
+    check_prediction,
+)
 from minitransformer.checks.questions import DIAGNOSES, QUESTIONS, PredictionMissing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,7 +114,7 @@ def test_the_diagnosis_names_the_curves_to_look_at_again_never_their_variant(cap
     assert "not yet" in message and "Curve W" in message and "Curve Y" in message and "Curve X" not in message
     assert d.correct["W"] not in message and d.correct["Y"] not in message
     for bad, why in ((None, "set `answer`"), ("W X Y Z", "a dict"), ({"W": "baseline"}, "each of the curves"),
-                     (dict(d.correct, W="pre_ln"), "not one of the choices")):
+                     (dict(d.correct, W="pre_ln"), "name one of baseline, dropout_0, no_scale, no_warmup")):
         with pytest.raises(AssertionError, match=re.escape(why)):
             check_diagnosis("10-four-curves", bad, task=7)
 

@@ -1,15 +1,11 @@
 """Checks for the questions of the exercises, the predictions before an experiment, and exercise 10's experiment.
 
-Every question has a key such as ``"08-bf16-loss-scaling"``; the notebook shows its text and the
-learner writes ``answer = "B"`` (or a set of letters, or a tuple of numbers, checked within a
-tolerance where the question gives one). A wrong answer gets "not yet" and a pointer to the idea
-to check, never the answer, so the check teaches as well as grades.
-
-:func:`check_prediction` is the ungraded "predict before you run" step: an experiment cell calls it
-first, and it refuses to go on until the learner has written a prediction; called again with the
-result, it prints the two side by side. :func:`check_diagnosis` grades exercise 10's matching of
-unlabelled training curves to the changes that made them, and :func:`check_ablation_runs` and
-:func:`check_ablation_verdicts` its open experiment, from the learner's own run records.
+Every question has a key such as ``"08-bf16-loss-scaling"``; the learner writes ``answer = "B"`` (or letters,
+or a tuple of numbers, within a tolerance where the question gives one). A wrong answer gets "not yet" and a
+pointer to the idea to check, never the answer. :func:`check_prediction` makes an experiment cell wait for a
+prediction (ungraded) and prints it beside the result; :func:`check_diagnosis` grades exercise 10's matching of
+unlabelled curves, :func:`check_ablation_runs` and :func:`check_ablation_verdicts` its experiment, from the
+learner's own run records.
 """
 
 from __future__ import annotations
@@ -124,13 +120,10 @@ QUESTIONS: dict[str, Question] = {
         wrong={
             "A": "You counted one of the matrix's two uses. Which rows does the output layer read to "
                  "compute the logits, and which of those does the loss's gradient reach?",
-            "B": "The cross-entropy's gradient on logit j is p_j - y_j. For which tokens j is it zero?",
-            "C": "The cross-entropy's gradient on logit j is p_j - y_j. For which tokens j is it zero?",
             "E": "The two uses add their gradients into the rows they read. Would they cancel exactly, "
                  "and in every row?",
         },
-        hint="Write the logits as h . E_j for each row E_j of the shared matrix, and the gradient of the loss "
-             "with respect to each logit.",
+        hint="The cross-entropy's gradient on logit j is p_j - y_j. For which tokens j is it zero?",
     ),
     "01-embedding-length": Question(
         title="the length of an embedded token",
@@ -141,7 +134,6 @@ QUESTIONS: dict[str, Question] = {
             (1, 22.627): "Scaling a vector by c scales its squared length by c squared.",
             (512, 512): "What is the variance of one entry of a row before the scaling, and how many "
                         "entries does a row have?",
-            (0.002, 1): "A squared length adds the squares of all d_model entries.",
         },
         hint="Add up the expected squares of the entries: d_model entries, each of variance 1/d_model before the "
              "scaling. Then multiply the vector by sqrt(d_model).",
@@ -171,15 +163,11 @@ QUESTIONS: dict[str, Question] = {
             "ever more spread-out scores puts nearly all the weight on the largest one: the entropy falls towards "
             "0 and the gradient of the softmax with it. Dividing by sqrt(d_k) keeps the spread at 1",
         wrong={
-            "A": "A softmax is unchanged when the same number is added to every score, not when the "
-                 "scores are multiplied. Compare softmax([1, 2]) with softmax([10, 20]).",
-            "D": "A softmax is unchanged when the same number is added to every score, not when the "
-                 "scores are multiplied. Compare softmax([1, 2]) with softmax([10, 20]).",
             "C": "Averaging would shrink a mean of d_k terms, but a dot product is a sum. How does the "
                  "spread of a sum of d_k independent terms grow?",
         },
-        hint="How does the spread of a dot product of d_k independent terms grow with d_k, and what does a softmax "
-             "do with widely spread scores?",
+        hint="A softmax is unchanged when the same number is added to every score, not when the scores are "
+             "multiplied. Compare softmax([1, 2]) with softmax([10, 20]).",
     ),
     "03-score-spread": Question(
         title="the spread of a score",
@@ -192,8 +180,6 @@ QUESTIONS: dict[str, Question] = {
                     "of their variances, and a score sums d_k of them.",
             (8, 1): "Dividing by sqrt(d_k) divides the standard deviation by sqrt(d_k); it does not "
                     "set it to 1 whatever the inputs.",
-            (16, 4): "The variance of a product of two independent zero-mean variables is the product "
-                     "of their variances.",
         },
         hint="Answer with a tuple (unscaled, scaled). The variance of a product of two independent zero-mean "
              "variables is the product of their variances, and variances of independent terms add.",
@@ -207,7 +193,6 @@ QUESTIONS: dict[str, Question] = {
         wrong={
             (1048576, 1048576): "Nn.Linear has a bias too.",
             (1050624, 131328): "With h = 1, d_k = 512. Which of the four projections changes shape?",
-            (1050624, 8404992): "The h heads share the four projections; a head is a slice of them.",
         },
         hint="Answer with a tuple (h = 8, h = 1). Write the shape of w_q, w_k, w_v and w_o, with their biases, "
              "and ask which of them depends on h.",
@@ -236,8 +221,6 @@ QUESTIONS: dict[str, Question] = {
                             "the shifted diagonal.",
             frozenset("BC"): "Another mask lets query 3 read key 5: which keys does tril(2) keep for "
                              "query q?",
-            frozenset("BE"): "Another mask lets query 3 read key 5: transpose a lower triangle, what do you "
-                             "get?",
             frozenset("BCDE"): "One of your masks is a causal mask written another way: negate triu(1).",
             frozenset("AD"): "Rows are queries and columns are keys. Which masks have True at row 3, "
                              "column 5?",
@@ -283,7 +266,6 @@ QUESTIONS: dict[str, Question] = {
         wrong={
             (0.25, 0.5): "The peak depends on square roots of d_model and of warmup.",
             (0.5, 1.4142): "A longer warm-up rises more slowly. Is the peak it reaches higher or lower?",
-            (0.5, 1.0): "The peak is reached at step = warmup. Put that step into the formula.",
         },
         hint="Answer with a tuple of two factors. Put step = warmup into the formula of task 3: the peak.",
         tolerance=0.01,
@@ -297,8 +279,6 @@ QUESTIONS: dict[str, Question] = {
             ("A", "A", "B"): "At alpha = 0.6, work out both normalised scores to three decimals.",
             ("A", "A", "A"): "A longer hypothesis is divided by a larger ((5 + |Y|) / 6)^alpha. Work out "
                              "both scores at each alpha.",
-            ("B", "B", "B"): "With alpha = 0 the penalty is 1 for every length. Which log-probability is "
-                             "higher?",
         },
         hint="Answer with a tuple of three letters. Divide each log-probability by ((5 + |Y|) / 6)^alpha; the "
              "higher normalised score wins.",
@@ -312,7 +292,6 @@ QUESTIONS: dict[str, Question] = {
         wrong={
             (0.2, 1, 0): "Dividing by a small T makes the gaps between logits larger or smaller?",
             (1, 0.05, 0): "As T grows, the distribution spreads evenly over which tokens?",
-            (1, 0.2, 0.05): "Can temperature bring back a token that top-k has removed?",
         },
         hint="Answer with a tuple of three probabilities. Look at the gaps between the logits after dividing by T, "
              "and at what top-k sets to -inf.",
@@ -396,7 +375,6 @@ def check_answer(question: str, answer: Any, *, task: int | str | None = None) -
 class PredictionMissing(RuntimeError):
     """An experiment cell ran before its prediction was written."""
 
-
 def check_prediction(prediction: Any, result: str | None = None) -> None:
     """Predict before you run: refuse to run an experiment until ``prediction`` is written (not graded).
 
@@ -404,7 +382,6 @@ def check_prediction(prediction: Any, result: str | None = None) -> None:
     with what to do, while the prediction is empty, and is silent otherwise. Call it again at the end with
     ``result``, a line that says what came out: it prints the prediction and the result one above the other.
     """
-    __tracebackhide__ = True
     text = prediction.strip() if isinstance(prediction, str) else ""
     if not text:
         raise PredictionMissing("Predict before you run: write what you expect, and why, in the cell above "
@@ -457,22 +434,13 @@ def check_diagnosis(question: str, answer: Any, *, task: int | str | None = None
     if question not in DIAGNOSES:
         raise KeyError(f"no diagnosis {question!r}; known: {', '.join(sorted(DIAGNOSES))}")
     d = DIAGNOSES[question]
-    letters = ", ".join(sorted(d.correct))
-    if answer is None or answer is ...:
+    letters, names = ", ".join(sorted(d.correct)), sorted(set(d.correct.values()))
+    if not isinstance(answer, dict):
         raise AssertionError(f"Question '{d.title}': set `answer` to a dict {{curve: variant}} for the curves "
                              f"{letters} first.")
-    if not isinstance(answer, dict):
-        raise AssertionError(f"Question '{d.title}': {answer!r}: set `answer` to a dict {{curve: variant}}, "
-                             f"e.g. {{\"W\": \"baseline\", ...}}, for the curves {letters}.")
     given = {str(k).strip().upper(): str(v).strip() for k, v in answer.items()}
-    if sorted(given) != sorted(d.correct):
-        raise AssertionError(f"Question '{d.title}': name one variant for each of the curves {letters}; your "
-                             f"answer names {', '.join(sorted(given)) or 'none'}.")
-    names = sorted(set(d.correct.values()))
-    unknown = sorted(v for v in given.values() if v not in names)
-    if unknown:
-        raise AssertionError(f"Question '{d.title}': {', '.join(map(repr, unknown))} is not one of the choices: "
-                             f"{', '.join(names)}.")
+    if sorted(given) != sorted(d.correct) or not set(given.values()) <= set(names):
+        raise AssertionError(f"Question '{d.title}': name one of {', '.join(names)} for each of the curves {letters}.")
     wrong = [c for c in sorted(d.correct) if given[c] != d.correct[c]]
     if not wrong:
         report_passed(task, f"{d.title}: {d.why}")
@@ -494,14 +462,11 @@ def _run_records(runs: Any, variant: str, title: str, seeds: int = 3) -> tuple[l
         raise AssertionError(f"Question '{title}': `runs` should be the list of the records that run_ablation "
                              "returned, as it returned them.")
     by = {name: sorted(r["seed"] for r in runs if r["variant"] == name) for name in ("baseline", variant)}
-    others = sorted({r["variant"] for r in runs} - {"baseline", variant})
-    if others:
-        raise AssertionError(f"Question '{title}': `runs` holds runs of {', '.join(others)} besides the baseline "
-                             f"and {variant}.")
-    if len(set(by[variant])) != seeds or len(by[variant]) != seeds or by[variant] != by["baseline"]:
-        raise AssertionError(f"Question '{title}': a paired comparison needs the baseline and {variant} on the "
-                             f"same {seeds} seeds, once each; the baseline ran seeds {by['baseline']}, "
-                             f"{variant} seeds {by[variant]}.")
+    if len(set(by[variant])) != seeds or len(by[variant]) != seeds or by[variant] != by["baseline"] or \
+            {r["variant"] for r in runs} != {"baseline", variant}:
+        raise AssertionError(f"Question '{title}': a paired comparison needs the baseline and {variant}, and "
+                             f"nothing else, on the same {seeds} seeds, once each; the baseline ran seeds "
+                             f"{by['baseline']}, {variant} seeds {by[variant]}.")
     if len({r["steps"] for r in runs if not r["diverged"]}) > 1:
         raise AssertionError(f"Question '{title}': the runs trained for different numbers of steps; run every "
                              "job at the same size.")
@@ -518,7 +483,6 @@ def _run_records(runs: Any, variant: str, title: str, seeds: int = 3) -> tuple[l
 
 
 def _interval(result: Any, text: str, title: str) -> tuple[float, float, float]:
-    """(mean, low, high) from what paired_difference returns, or from a (mean, low, high) triple."""
     if isinstance(result, dict) and result.get("mean") is not None and result.get("ci") is not None:
         return float(result["mean"]), float(result["ci"][0]), float(result["ci"][1])
     if isinstance(result, (tuple, list)) and len(result) == 3 and all(_is_number(x) for x in result):
@@ -556,10 +520,9 @@ def check_ablation_runs(runs: Any, variant: str, ppl: Any, bleu: Any, *, task: i
 def _verdict(result: dict[str, Any], metric: str) -> str:
     """'better', 'worse' or 'inconclusive': where the paired interval of ``metric`` lies with respect to 0."""
     low, high = result["ci"]
-    if low <= 0 <= high:
-        return "inconclusive"
     up = low > 0  # the variant's figure is higher than the baseline's on every plausible value
-    return ("worse" if up else "better") if metric == "ppl" else ("better" if up else "worse")
+    return "inconclusive" if low <= 0 <= high else ("worse" if up else "better") if metric == "ppl" else \
+        ("better" if up else "worse")
 
 
 @isolated
