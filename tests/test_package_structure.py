@@ -21,7 +21,9 @@ GRADER = Path(__file__).resolve().parents[1] / "grader" / "minitransformer_grade
 # Budgets on totals, not on files (as tinygrad keeps its line count): a cap per file only moves code
 # between files. The core is the paper in lesson order, what a learner reads like minGPT.
 CORE = ("config", "masks", "embeddings", "attention", "layers", "model", "cache", "decoding", "variants", "interop")
-BUDGETS = {"core": 1_400, "minitransformer": 17_000, "grader": 3_750}
+# The library is what a learner reads beside the lessons; the checks are the exercises' feedback (one
+# module per exercise, a few helpers), measured apart so that growth in either shows on its own line.
+BUDGETS = {"core": 1_400, "library": 10_700, "checks": 6_450, "grader": 3_750}
 
 
 def _module_name(root: Path, path: Path) -> str:
@@ -187,8 +189,10 @@ def _lines(paths) -> int:
 
 
 def test_the_packages_fit_their_line_budgets() -> None:
+    checks = set((PACKAGE / "checks").rglob("*.py"))
     sizes = {"core": _lines(PACKAGE / f"{name}.py" for name in CORE),
-             "minitransformer": _lines(PACKAGE.rglob("*.py")), "grader": _lines(GRADER.rglob("*.py"))}
+             "library": _lines(p for p in PACKAGE.rglob("*.py") if p not in checks), "checks": _lines(checks),
+             "grader": _lines(GRADER.rglob("*.py"))}
     print("lines:", ", ".join(f"{name} {n:,} of {BUDGETS[name]:,}" for name, n in sizes.items()))
     over = {name: n for name, n in sizes.items() if n > BUDGETS[name]}
     assert not over, f"over the line budget (tests/test_package_structure.py, BUDGETS): {over}"
