@@ -36,6 +36,7 @@ FORMAT_VERSION = 1
 INSTALL = 'pip install -e ".[export]"  (onnx, onnxscript and onnxruntime)'
 ENCODER, DECODER, TOKENIZER, CONFIG, REPORT = "encoder.onnx", "decoder.onnx", "tokenizer.json", "config.json", "report.json"
 INT8 = {ENCODER: "encoder.int8.onnx", DECODER: "decoder.int8.onnx"}
+WEIGHTS, WEIGHTS_INT8 = "weights.bin", "weights.int8.bin"  # each precision's two graphs read theirs from one file
 #: Largest difference allowed between ONNX Runtime's float32 logits and the package's (both float32).
 LOGIT_TOLERANCE = 1e-3
 
@@ -132,8 +133,7 @@ def export_graphs(model: Transformer, out: Path) -> None:
     past = Dim("past", min=0, max=c.max_len - 1)  # the cache before the first step is empty
     src = torch.randint(4, c.src_vocab_size, (3, 7))  # sizes above 1 so that no axis is taken for a constant
     cross = EncoderGraph(model)(src)
-    heads, d_qk, d_v = c.n_heads, model.decoder.layers[0].self_attn.d_qk, c.d_k
-    layers = len(model.decoder.layers)
+    heads, d_qk, d_v, layers = c.n_heads, model.decoder.layers[0].self_attn.d_qk, c.d_k, len(model.decoder.layers)
     step_args = (torch.full((3, 1), 5), src != c.pad_id, torch.zeros(layers, 3, heads, 4, d_qk),
                  torch.zeros(layers, 3, heads, 4, d_v), *cross)
     jobs = [(EncoderGraph(model), (src,), ENCODER, ENCODER_IO, ({0: batch, 1: src_len},)),
@@ -153,13 +153,41 @@ def export_graphs(model: Transformer, out: Path) -> None:
 
 
 def quantize(out: Path) -> None:
-    """Write the int8 copies: weights of every matrix product and embedding stored as 8-bit integers with a
-    scale, activations quantised on the fly (dynamic quantisation, ONNX Runtime's standard tool)."""
+    """Write the int8 copies: weights of matrix products and embeddings as 8-bit integers with a scale, activations
+    quantised on the fly (dynamic quantisation). The decoder's product with the tied output matrix, quantised a
+    second time transposed, then reads the lookup's copy, through a Transpose that a session folds as it loads."""
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     for name, int8 in INT8.items():
         with _quiet():
             quantize_dynamic(str(out / name), str(out / int8), weight_type=QuantType.QInt8)
+    model = onnx.load(out / INT8[DECODER])
+    graph, names = model.graph, {t.name for t in model.graph.initializer}
+    copies = {n: n.replace("_Transposed", "") for n in names if n.replace("_Transposed", "") in names - {n}}
+    for copy, own in copies.items():
+        graph.node.insert(0, onnx.helper.make_node("Transpose" if "_quantized" in own else "Identity", [own], [copy]))
+    for tensor in [t for t in graph.initializer if t.name in copies]:
+        graph.initializer.remove(tensor)
+    onnx.save(model, out / INT8[DECODER])
+
+
+def share_weights(out: Path, graphs: list[str], weights: str) -> None:
+    """Move the large tensors of ``graphs`` into the file ``weights`` that they all name (ONNX external data),
+    each distinct one once (both graphs hold the embedding and the position table); small ones stay inline."""
+    import onnx
+
+    offsets: dict[bytes, int] = {}  # a tensor's bytes -> where they start in the file
+    with open(out / weights, "wb") as file:
+        for name in graphs:
+            model = onnx.load(out / name)
+            for tensor, data in ((t, t.raw_data) for t in model.graph.initializer if len(t.raw_data) >= 1024):
+                if data not in offsets:
+                    offsets[data] = file.tell()
+                    file.write(data)
+                onnx.external_data_helper.set_external_data(tensor, weights, offsets[data], len(data))
+                tensor.ClearField("raw_data")
+            (out / name).write_bytes(model.SerializeToString())
 
 
 class OnnxCache:
@@ -283,15 +311,17 @@ def export(checkpoint: str | Path, out: str | Path, int8: bool = False, examples
     if out.is_dir() and any(out.iterdir()) and not (out / CONFIG).is_file():
         raise ExportError(f"--out {out} holds other files: name a new or empty folder, or an earlier export")
     out.mkdir(parents=True, exist_ok=True)
-    for old in [*INT8.values(), REPORT]:
+    for old in [*INT8.values(), WEIGHTS, WEIGHTS_INT8, REPORT]:
         (out / old).unlink(missing_ok=True)
     export_graphs(model, out)
-    if int8:
+    if int8:  # from the one-file float graphs, before they share their weights
         quantize(out)
+        share_weights(out, list(INT8.values()), WEIGHTS_INT8)
+    share_weights(out, [ENCODER, DECODER], WEIGHTS)
     tokenizer.save(out / TOKENIZER)
     sources, _ = held_out(saved, examples)
     c = model.config
-    files = [ENCODER, DECODER, TOKENIZER] + (list(INT8.values()) if int8 else [])
+    files = [ENCODER, DECODER, WEIGHTS, TOKENIZER] + ([*INT8.values(), WEIGHTS_INT8] if int8 else [])
     info = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "model": c.to_dict(), "layers": len(model.decoder.layers), "d_qk": model.decoder.layers[0].self_attn.d_qk,
@@ -415,7 +445,7 @@ def check(folder: str | Path, checkpoint: str | Path, sentences: int = 100, qual
         expected, got = decode_ids(model, tokenizer, checked, beam), decode_ids(runtime, tokenizer, checked, beam)
         differ = [k for k, (e, g) in enumerate(zip(expected, got)) if e != g]
         report["tokens"][name] = {"identical": len(checked) - len(differ), "first_differences": differ[:5]}
-    report["sizes"] = {"float": {name: (folder / name).stat().st_size for name in (ENCODER, DECODER)}}
+    report["sizes"] = {"float": {name: (folder / name).stat().st_size for name in (ENCODER, DECODER, WEIGHTS)}}
     timed, written = sources[:timing_sentences], []
     report["latency_ms"] = {"sentences": len(timed), "beam": 4,
                             "pytorch": _ms_per_sentence(model, tokenizer, timed, 4),
@@ -423,7 +453,7 @@ def check(folder: str | Path, checkpoint: str | Path, sentences: int = 100, qual
     report["latency_ms"]["tokens"] = statistics.median(written)  # an untrained model writes to its limit
     if info.get("int8"):
         quantised = OnnxTranslator(folder, int8=True)
-        report["sizes"]["int8"] = {name: (folder / name).stat().st_size for name in INT8.values()}
+        report["sizes"]["int8"] = {name: (folder / name).stat().st_size for name in [*INT8.values(), WEIGHTS_INT8]}
         report["latency_ms"]["onnx_int8"] = _ms_per_sentence(quantised, tokenizer, timed, 4)
         scored, refs = sources[:quality_sentences], references[:quality_sentences]
         float_ids, int8_ids = (decode_ids(runner, tokenizer, scored, 4) for runner in (runtime, quantised))

@@ -51,8 +51,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_the_command_writes_the_files_and_prints_its_proof(exported: dict) -> None:
     assert exported["code"] == 0, exported["printed"]
     out = exported["out"]
-    for name in ("encoder.onnx", "decoder.onnx", "encoder.int8.onnx", "decoder.int8.onnx", "tokenizer.json",
-                 "config.json", "report.json"):
+    for name in ("encoder.onnx", "decoder.onnx", "weights.bin", "encoder.int8.onnx", "decoder.int8.onnx",
+                 "weights.int8.bin", "tokenizer.json", "config.json", "report.json"):
         assert (out / name).is_file(), name
     printed = exported["printed"]
     for phrase in ("logits: largest difference", "greedy identical on 24/24", "beam 4 on 24/24", "int8",
@@ -125,6 +125,28 @@ def test_int8_files_run_and_stay_close(exported: dict) -> None:
     got = quantised.decode(torch.tensor([[tokenizer.bos_id]]), quantised.encode(src), None, cache=cache)[:, 0]
     expected = model(src, torch.tensor([[tokenizer.bos_id]]))[:, 0]
     assert (got - expected).abs().max() < 0.5 * expected.abs().max()  # close, not equal: weights of 8 bits
+
+
+def test_each_tensor_is_stored_once(exported: dict) -> None:
+    """A precision's two graphs read one weights file, which holds each distinct tensor once: the embedding
+    that both use is there once, and the int8 decoder keeps no transposed copy of the tied output matrix."""
+    import onnx
+
+    out = exported["out"]
+    for graphs, weights in ((("encoder.onnx", "decoder.onnx"), "weights.bin"),
+                            (("encoder.int8.onnx", "decoder.int8.onnx"), "weights.int8.bin")):
+        spans: dict[str, set] = {}  # tensor name -> its (offset, length) in the file, over both graphs
+        for graph in graphs:
+            for tensor in onnx.load(out / graph, load_external_data=False).graph.initializer:
+                if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                    where = {e.key: e.value for e in tensor.external_data}
+                    assert where["location"] == weights
+                    spans.setdefault(tensor.name, set()).add((int(where["offset"]), int(where["length"])))
+                assert "_Transposed" not in tensor.name, (graph, tensor.name)
+        embedding = [name for name in spans if name.startswith("model.generator.weight")]
+        assert len(embedding) == 1 and len(spans[embedding[0]]) == 1, spans  # one tensor, one place, both graphs
+        distinct = set().union(*spans.values())
+        assert sum(length for _, length in distinct) == (out / weights).stat().st_size  # nothing stored twice
 
 
 def test_a_checkpoint_it_cannot_export_is_one_clear_line(exported: dict, tmp_path: Path,

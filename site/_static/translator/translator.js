@@ -21,11 +21,15 @@
     return kind === 'json' ? response.json() : response.arrayBuffer();
   }
 
-  // The two sessions of one precision ("float" or "int8"), created once.
+  // The two sessions of one precision ("float" or "int8"), created once. Both graphs name one file of
+  // weights (ONNX external data: the embedding they share is stored once), fetched once and handed to each.
   async function sessions(precision) {
     if (!state.sessions[precision]) {
-      const files = precision === 'int8' ? ['encoder.int8.onnx', 'decoder.int8.onnx'] : ['encoder.onnx', 'decoder.onnx'];
-      const options = { executionProviders: ['wasm'], graphOptimizationLevel: 'all' };
+      const int8 = precision === 'int8';
+      const files = int8 ? ['encoder.int8.onnx', 'decoder.int8.onnx'] : ['encoder.onnx', 'decoder.onnx'];
+      const weights = int8 ? 'weights.int8.bin' : 'weights.bin';
+      const data = new Uint8Array(await fetchOk(url(box.dataset.model, weights)));
+      const options = { executionProviders: ['wasm'], graphOptimizationLevel: 'all', externalData: [{ path: weights, data }] };
       const [encoder, decoder] = await Promise.all(files.map(async (f) =>
         ort.InferenceSession.create(new Uint8Array(await fetchOk(url(box.dataset.model, f))), options)));
       state.sessions[precision] = { encoder, decoder };
