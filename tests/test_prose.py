@@ -534,10 +534,12 @@ def _readme_points() -> dict[str, dict[str, float]]:
     """exercises/README.md's table: notebook -> task number -> the points it gives the task."""
     table = {}
     readme = (ROOT / "exercises" / "README.md").read_text(encoding="utf-8")
-    for name, tasks in re.findall(r"^\| `(\d{2}_\w+)\.ipynb` \| (.*) \|\s*$", readme, flags=re.MULTILINE):
+    for name, tasks, total in re.findall(r"^\| `(\d{2}_\w+)\.ipynb` \| (.*) \| (\d+(?:\.\d+)?) \|\s*$", readme,
+                                         flags=re.MULTILINE):
         table[name] = {number: float(said) for number, said in
                        (re.match(r"(\d+) .*\((\d+(?:\.\d+)?)\b[^()]*\)\s*$", item).groups()
                         for item in re.split(r", (?=\d+ )", tasks))}
+        assert sum(table[name].values()) == float(total), f"exercises/README.md: {name}'s total is not its tasks' sum"
     return table
 
 

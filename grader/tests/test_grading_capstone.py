@@ -107,7 +107,7 @@ def _with_cell(nb: nbformat.NotebookNode, grade_id: str, source: str) -> nbforma
     return nb
 
 
-LAYER_NORM = '''class LayerNorm(nn.Module):
+LAYER_NORM = '''class MyLayerNorm(nn.Module):
     def __init__(self, d_model: int, eps: float = 1e-5) -> None:
         super().__init__()
         self.eps = eps
@@ -136,7 +136,7 @@ SUBMISSIONS = {
     "package-model": lambda nb: _with_cell(nb, "task-1-code", PACKAGE_MODEL),
     "nn-transformer": lambda nb: _with_cell(nb, "task-1-code", NN_TRANSFORMER),
     "torch-pieces": lambda nb: _with_cell(nb, "task-1-code", _model_cell({
-        LAYER_NORM: "LayerNorm = nn.LayerNorm  # the same names (weight, bias) and numbers",
+        LAYER_NORM: "MyLayerNorm = nn.LayerNorm  # the same names (weight, bias) and numbers",
         "    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (B, H, Tq, Tk)":
             "    return torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask)\n"
             "    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (B, H, Tq, Tk)",
