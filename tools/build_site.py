@@ -341,11 +341,15 @@ def web_notebook(notebook: dict, header: dict) -> dict:
             continue
         if cell["cell_type"] == "markdown":
             source = "".join(cell["source"])
+            for name, bundle in cell.get("attachments", {}).items():
+                # myst-nb reads no cell attachments: the page carries the image inline, as a notebook does.
+                mime, data = next(iter(bundle.items()))
+                source = source.replace(f"attachment:{name}", f"data:{mime};base64,{data}")
             stripped = CONTINUED.sub("", source)
-            if stripped != source:
+            if stripped != "".join(cell["source"]):
                 if not stripped.strip():
                     continue
-                cell = {**cell, "source": stripped.lstrip("\n")}
+                cell = {**{k: v for k, v in cell.items() if k != "attachments"}, "source": stripped.lstrip("\n")}
         if cell["cell_type"] == "code" and any(WIDGET_VIEW in o.get("data", {}) for o in cell.get("outputs", [])):
             cell = {**cell, "outputs": [WIDGET_NOTE if WIDGET_VIEW in o.get("data", {}) else o
                                         for o in cell["outputs"]]}
