@@ -350,7 +350,7 @@ def test_rebinding_minitransformer_or_patching_the_checks_changes_nothing(graded
     # The name `minitransformer` in the submission is not what the grader's checks use: the solution keeps its
     # points; the checks' internals are not in the sandbox, so a blank notebook that "patches" them still scores 0.
     rebinds = graded["reports"][("cheat-rebinds", "03_self_attention")]
-    assert rebinds["score"] == rebinds["max_score"] == FULL_03 == 7
+    assert rebinds["score"] == rebinds["max_score"] == FULL_03
     patches = graded["reports"][("cheat-patches", "03_self_attention")]
     assert patches["score"] == 0
     assert "ModuleNotFoundError: No module named 'minitransformer.checks.compare'" in patches["output"]
@@ -422,7 +422,7 @@ def test_the_csv_has_one_row_per_submission_and_the_reasons_beside_it(graded):
     assert len(rows) == len(graded["reports"])
     row = next(r for r in rows if r["student"] == "cheat-strings")
     assert (row["exercise"], row["03 task 1 (/3)"], row["03 task 2 (/1)"], row["03 task 3 (/1)"], row["03 task 4 (/2)"],
-            row["total"], row["max"]) == ("03_self_attention", "0", "1", "1", "2", "4", "7")
+            row["total"], row["max"]) == ("03_self_attention", "0", "1", "1", "2", str(FULL_03 - 3), str(FULL_03))
     # One column per task of each exercise, headed with its points, exercise by exercise in the reference's order.
     references = G.load_references()
     tasks_of = {name: [f"{name[:2]} task {t['grade_id'][5:]} (/{t['points']:g})" for t in references[name]["tasks"]]
@@ -686,7 +686,8 @@ def test_putting_it_together_in_03_blames_the_right_task(wrong, blamed):
     solution = _read("solutions", "03_self_attention")
     space: dict[str, Any] = {}
     for cell in solution.cells:
-        if cell.cell_type == "code" and ("def my_" in cell.source or "import math" in cell.source):
+        if cell.cell_type == "code" and ("def my_" in cell.source or "import math" in cell.source
+                                         or re.search(r"^prediction_\w+ = ", cell.source, flags=re.MULTILINE)):
             exec(cell.source, space)
     if wrong == "mask":
         space["my_padding_mask"] = lambda tokens, pad_id: (tokens != pad_id)[:, None, :, None]  # hides rows
