@@ -161,7 +161,7 @@ def verdict(analysis: dict[str, dict[str, Any]], name: str) -> str:
 def _p(value: float | None) -> str:
     if value is None:
         return "—"
-    return "<0.001" if value < 0.001 else f"{value:.3f}" if value < 0.1 else f"{value:.2f}"
+    return "<0.001" if value < 0.001 else f"{value:.3g}" if value < 0.1 else f"{value:.2f}"
 
 
 def comparison_table(report: dict[str, Any], names: list[str],
