@@ -342,7 +342,8 @@ def grade_answer(table: dict[str, Question], question: str, answer: Any, task: i
         raise KeyError(f"no question {question!r}; known: {', '.join(sorted(table))}")
     q = table[question]
     if answer is None or answer is ...:
-        raise AssertionError(f"Question '{q.title}': set `answer` to {expected} first.")
+        raise AssertionError(f"Question '{q.title}': set `answer` to {expected} first (the variable this task's "
+                             "cell assigns: `answer`, or `answer_N` where a notebook asks several questions).")
     given = _normalise(answer)
     correct = q.correct
     if isinstance(correct, frozenset) and isinstance(given, str):
