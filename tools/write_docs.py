@@ -159,9 +159,13 @@ def setup_times_block(data: Data, old: str) -> str:
     """README: the two main jobs' times in one sentence (train-threads-cpu.json, multi30k-cpu.json)."""
     quiet = next(r for r in data.threads if r["threads"] == "default" and r["busy_processes"] == 0)
     record = data.translator
+    runs = record["runs"]
+    minutes = sorted(r["wall_seconds"] / 60 for r in runs)
+    beam4 = sorted(r["test"]["beam4"] for r in runs)
     return (f"On a {record['machine']['cpu_count']}-core CPU the dates model trained in {quiet['seconds']:.0f} s, "
-            f"and the translator in {record['summary']['wall_minutes']['mean']:.0f} minutes, reaching a test2016 "
-            f"BLEU of {record['summary']['test_beam4']['mean']:.1f} with beam 4.")
+            f"and the translator, over {len(runs)} seeds, in {minutes[0]:.0f} to {minutes[-1]:.0f} minutes, reaching "
+            f"a test2016 BLEU of {beam4[0]:.1f} to {beam4[-1]:.1f} with beam 4 (means "
+            f"{record['summary']['wall_minutes']['mean']:.0f} minutes and {record['summary']['test_beam4']['mean']:.1f}).")
 
 
 def _threads_used(run: dict[str, Any], words: bool = False) -> str:
@@ -180,7 +184,7 @@ def dates_time_block(data: Data, old: str) -> str:
     quiet = next(r for r in runs if r["threads"] == "default" and r["busy_processes"] == 0)
     busy = next((r for r in runs if r["threads"] == "default" and r["busy_processes"] > 0), None)
     head = (f"The default `python -m minitransformer train` took **{quiet['seconds']:.0f} s** on a 2-core CPU with "
-            f"nothing else running"
+            f"no deliberate load beside it"
             + (f" and **{busy['seconds']:.0f} s** beside a process spinning one core" if busy else "")
             + f" ({quiet['steps']} steps, {quiet['test_exact_match']:g}% test exact match), with the thread "
               "count that `train` chooses itself. The record, `benchmarks/results/train-threads-cpu.json`, "

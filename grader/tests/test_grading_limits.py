@@ -155,3 +155,14 @@ def test_failcnt_is_read_only_where_oom_control_has_no_oom_kill_line(tmp_path):
     assert _limits._first_counter(tmp_path, memory) == 0
     (tmp_path / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\n")  # a kernel before 4.13
     assert _limits._first_counter(tmp_path, memory) == 7
+
+
+def test_the_docs_state_the_sandbox_tmp_size():
+    """exercises/README.md once said 512 MiB while the sandbox mounts 256 MiB (review E-new-7)."""
+    from pathlib import Path
+
+    from minitransformer_grader import sandbox
+    root = Path(__file__).resolve().parents[2]
+    size = f"{sandbox._TMP_SIZE >> 20} MiB"
+    assert f"`/tmp` ({size})" in (root / "exercises" / "README.md").read_text()
+    assert f"{size} `/tmp`" in (root / "docs" / "what_is_safe.md").read_text()
