@@ -6,7 +6,8 @@
   is the single definition of every reusable piece, lessons import it;
 * lessons are slide-ready: nbval's output checks are cell tags (a ``# NBVAL_CHECK_OUTPUT``
   comment would show on the slides), RISE may scroll a tall slide, every slide of lessons 06 on
-  starts with a heading, and every lesson ends by linking its exercise of the same name.
+  starts with a heading, and every lesson ends by linking its exercise of the same name (the second half
+  of a lesson split in two, ``NNb_name``, links the exercise of its first half).
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ import minitransformer
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 NOTEBOOKS = LESSONS + sorted((ROOT / "solutions").glob("*.ipynb"))
+
+
+def _exercise_of(lesson: Path) -> str:
+    """The exercise a lesson links: its own name; a second half, ``NNb_name`` (issue 44), links its first half's."""
+    number = lesson.name[:2]
+    first_half = next(p for p in LESSONS if p.name.startswith(f"{number}_"))
+    return f"../exercises/{first_half.name}"
 
 
 def _package_symbols() -> set[str]:
@@ -51,7 +59,7 @@ def _code_cells(path: Path) -> list[dict]:
 
 def test_there_are_lessons():
     names = {p.stem for p in NOTEBOOKS}
-    assert {"00_introduction", "03_self_attention", "06_decoder_and_masking", "07_training",
+    assert {"00_introduction", "00b_model_map", "03_self_attention", "06_decoder_and_masking", "07_training",
             "08_decoding_and_gpu"} <= names, names
 
 
@@ -106,7 +114,7 @@ def test_lessons_are_slide_ready(path: Path):
             assert cell["cell_type"] == "markdown" and source.lstrip().startswith("#"), (
                 f"{path.name}, cell {index}: a slide should start with a heading"
             )
-    exercise = f"../exercises/{path.name}"
+    exercise = _exercise_of(path)
     assert any(exercise in "".join(c["source"]) for c in notebook["cells"][-3:]), (
         f"{path.name} should end by linking its exercise {exercise}"
     )

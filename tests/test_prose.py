@@ -43,6 +43,14 @@ SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 NOTEBOOKS = LESSONS + EXERCISES + SOLUTIONS
 MARKDOWN_FILES = [ROOT / "README.md", ROOT / "exercises" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
+
+def _lesson_id(path: Path) -> str:
+    """"08" for ``08_decoding_and_gpu``; "08b" for the second half of a lesson split in two (issue 44)."""
+    return re.match(r"\d{2}b?", path.name).group(0)
+
+
+LESSON_IDS = sorted(_lesson_id(p) for p in LESSONS)
+
 # Words too common in this course to tell lessons apart, and English function words.
 STOPWORDS = set("""
 a about after again against all also an and any are as at be because been before being between both but by
@@ -60,14 +68,15 @@ minitransformer package torch pytorch course next first last new small tiny hand
 # Topics taught in one lesson only (or in a few), with the lessons that teach them. A sentence that names
 # one of them and refers to another lesson, without referring to one of these, is a stale reference.
 OWNED_TOPICS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "beam search": (r"\bbeam\b", ("08",)),
+    "beam search": (r"\bbeam\b", ("08", "08b")),
     "the attention maps of a trained model":
-        (r"\bmaps?\b[^.;]*\btrained\b|\btrained\b[^.;]*\bmaps?\b|\bdraws? (?:them|the (?:attention )?maps)\b", ("08",)),
+        (r"\bmaps?\b[^.;]*\btrained\b|\btrained\b[^.;]*\bmaps?\b|\bdraws? (?:them|the (?:attention )?maps)\b",
+         ("08", "08b")),
     "the heads of a trained model": (r"\btrained\b[^.;]*\b(?:heads?|division of labour)\b"
                                      r"|\b(?:heads?|division of labour)\b[^.;]*\btrained\b|\btrained translation models?\b",
                                      ("08",)),
     "label smoothing and the warm-up": (r"\blabel smoothing\b|\bwarm-?up\b", ("07",)),
-    "checkpoints": (r"\bcheckpoints?\b", ("07", "08")),
+    "checkpoints": (r"\bcheckpoints?\b", ("07", "08", "08b")),
 }
 
 # What an opening leaves implicit, in the words other cells use for it.
@@ -75,8 +84,8 @@ EXTRA_TOPICS = {
     "04": "split the features into blocks, one per head, and cut them back together",
 }
 
-_REFERENCE = re.compile(r"\b[Ll]essons?\s+\d{2}\b(?:(?:\s*\([^)]*\))?\s*(?:,|and|or|to|-|–)\s*\d{2}\b)*")
-_NUMBER = re.compile(r"\b\d{2}\b")
+_REFERENCE = re.compile(r"\b[Ll]essons?\s+\d{2}b?\b(?:(?:\s*\([^)]*\))?\s*(?:,|and|or|to|-|–)\s*\d{2}b?\b)*")
+_NUMBER = re.compile(r"\b\d{2}b?\b")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(*`\"])|\n\s*\n|\n\s*[-*]\s|\n\s*\d+\.\s|\n#+\s")
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
@@ -109,11 +118,11 @@ def _sentences(text: str) -> list[str]:
 
 @lru_cache(maxsize=1)
 def _lesson_topics() -> dict[str, set[str]]:
-    """Lesson number -> the stems of its opening cell and of its row in the README's lesson table."""
+    """Lesson number ("08", "08b") -> the stems of its opening cell and of its row in the README's lesson table."""
     topics: dict[str, set[str]] = {}
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for path in LESSONS:
-        number = path.name[:2]
+        number = _lesson_id(path)
         opening = _markdown_of(path)[0]
         # Sentences about other lessons ("Lesson 08 then translates ...") are not this lesson's topics.
         own = [s for s in _sentences(opening) if not any(n != number for ns, _, _ in _references(s) for n in ns)]
@@ -139,8 +148,10 @@ def _references(text: str) -> list[tuple[list[str], bool, str]]:
         for match in _REFERENCE.finditer(sentence):
             reference = re.sub(r"\([^)]*\)", " ", match.group(0))  # "lessons 01 (embeddings) and 02"
             numbers = _NUMBER.findall(reference)
-            if re.search(r"\d{2}\s*(?:to|-|–)\s*\d{2}", reference):  # a range: every lesson in it
-                numbers = [f"{n:02d}" for n in range(int(numbers[0]), int(numbers[-1]) + 1)]
+            if re.search(r"\d{2}b?\s*(?:to|-|–)\s*\d{2}", reference):  # a range: every lesson in it
+                low, high = numbers[0], numbers[-1]
+                numbers = [f"{n:02d}" for n in range(int(low[:2]), int(high[:2]) + 1)] + [
+                    n for n in LESSON_IDS if n.endswith("b") and low <= n <= high]  # "00 to 09": 00b and 08b too
             found.append((numbers, len(numbers) == 1, sentence))
     return found
 
@@ -174,14 +185,14 @@ def _reference_problems(text: str, where: str, own: str | None = None) -> list[s
 
 def _all_markdown() -> list[tuple[str, str, str | None]]:
     """(where, markdown text, the number of the lesson it belongs to) for every markdown cell and file."""
-    return [(f"{path.relative_to(ROOT)}, markdown {i}", text, path.name[:2] if path.suffix == ".ipynb" else None)
+    return [(f"{path.relative_to(ROOT)}, markdown {i}", text, _lesson_id(path) if path.suffix == ".ipynb" else None)
             for path in NOTEBOOKS + MARKDOWN_FILES for i, text in enumerate(_markdown_of(path))]
 
 
 def test_there_is_prose_to_check():
     references = [r for _, text, _ in _all_markdown() for r in _references(text)]
     assert len(LESSONS) >= 10 and len(references) > 100, (len(LESSONS), len(references))
-    assert all(len(_lesson_topics()[p.name[:2]]) > 10 for p in LESSONS)
+    assert all(len(_lesson_topics()[_lesson_id(p)]) > 10 for p in LESSONS)
 
 
 def test_every_lesson_reference_names_a_lesson_that_teaches_it():

@@ -41,7 +41,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+#: A lesson is ``NN_name.ipynb``; a lesson split in two for a class each adds ``NNb_name.ipynb`` (issue 44), which
+#: sorts right after its first half and shares its exercise, ``exercises/NN_name.ipynb``.
+LESSON_NAME = re.compile(r"^\d{2}b?_\w+\.ipynb$")
+LESSONS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if LESSON_NAME.match(p.name))
 CLASS_MINUTES = 50  # one class
 WORDS_PER_MINUTE = 120
 CODE_LINES_PER_MINUTE = 12

@@ -91,7 +91,8 @@ class Data:
         return [(path.name, load_result(path)) for path in find_results(self.results)]
 
     def lessons(self) -> list[Path]:
-        return sorted((self.root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+        # NN_name, and NNb_name for the second half of a lesson split in two (issue 44): tools/lesson_plan.py's rule.
+        return sorted(p for p in (self.root / "notebooks").glob("*.ipynb") if re.match(r"\d{2}b?_\w+\.ipynb$", p.name))
 
     def outputs(self, lesson: str) -> list[str]:
         """The text of each code cell's outputs (streams and text/plain), one string per code cell."""
@@ -124,7 +125,7 @@ def _command(record: dict[str, Any]) -> str:
 # The blocks
 # --------------------------------------------------------------------------------------------
 
-_LESSON_ROW = re.compile(r"^\| `(\d{2}_\w+)` \| ([^|\n]*?) \|", re.MULTILINE)
+_LESSON_ROW = re.compile(r"^\| `(\d{2}b?_\w+)` \| ([^|\n]*?) \|", re.MULTILINE)
 #: The stored outputs that give the dates model's training time in lessons 07 and 08.
 DATES_TIME = {"07_training": r"wall-clock time of train\(\)\s+(\d+) s",
               "08_decoding_and_gpu": r"trained in (\d+) s on this machine"}
