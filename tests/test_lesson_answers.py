@@ -44,7 +44,7 @@ def _outputs(lesson: str) -> str:
                      for o in c.get("outputs", []))
 
 
-@pytest.mark.parametrize("lesson", ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10"])
+@pytest.mark.parametrize("lesson", ["01", "02", "03", "04", "05", "06", "07", "08b", "09", "10"])
 def test_every_try_it_has_a_prediction_and_a_folded_answer(lesson: str):
     assert _answer(lesson).strip()
 
@@ -157,9 +157,9 @@ def test_lesson_10_states_the_schedule_result():
     assert f"at step 200 ({first['no_warmup']:.1f} against {first['baseline']:.1f})" in text
 
 
-def test_lesson_08_averaging_result_is_the_record():
+def test_lesson_08b_averaging_result_is_the_record():
     record = json.loads((ROOT / "benchmarks" / "results" / "multi30k-cpu.json").read_text())
-    text = _markdown("08", "### Averaging did not help this translator")
+    text = _markdown("08b", "### Averaging did not help this translator")
     s = record["summary"]
     assert f"**{s['averaged_beam4']['mean']:.1f} BLEU with beam 4, against {s['test_beam4']['mean']:.1f}" in text
     seeds = ", ".join(f"seed {r['seed']} {r['test']['averaged_last']['beam4']:.1f} against {r['test']['beam4']:.1f}"
@@ -173,16 +173,16 @@ def test_lesson_08_averaging_result_is_the_record():
     assert [int(n.split("-")[1].split(".")[0]) // steps_per_epoch for n in names] == [6, 7, 8, 9, 10]
 
 
-def test_lesson_08_gives_the_gpu_recipe_a_cuda_machine_resolves():
+def test_lesson_08b_gives_the_gpu_recipe_a_cuda_machine_resolves():
     from minitransformer.training import TrainOptions
 
     gpu = TrainOptions(dataset="multi30k", preset="base", device="cuda").resolved()
     laptop = TrainOptions(dataset="multi30k", preset="base", device="cpu").resolved()
-    text = _markdown("08", "## 7. The GPU profile")
+    text = _markdown("08b", "## 3. The GPU profile")
     assert (f"a BPE vocabulary of {gpu.vocab_size:,}, batches of {gpu.batch_tokens:,} tokens per side, warm-up "
             f"{gpu.warmup:,} steps at factor {gpu.lr_factor:.1f}, {gpu.epochs} epochs") in text
     assert f"warm-up {laptop.warmup}, factor {laptop.lr_factor}, {laptop.epochs} epochs" in text
-    questions = _markdown("08", "## Questions")
+    questions = _markdown("08b", "## Questions")
     assert f"GPU recipe's {gpu.warmup:,} warm-up steps" in questions and f"its {gpu.epochs} epochs" in questions
 
 

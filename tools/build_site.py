@@ -302,6 +302,16 @@ def title_of(notebook: dict, fallback: str) -> str:
     return fallback
 
 
+def exercise_of(lesson: Path) -> Path:
+    """The exercise of a lesson: ``exercises/`` under the same name; the second half of a lesson split in two,
+    ``NNb_name`` (issue 44), shares the exercise of its first half, ``NN_name``."""
+    if re.match(r"\d{2}b_", lesson.name):
+        first_half = sorted((ROOT / "notebooks").glob(f"{lesson.name[:2]}_*.ipynb"))
+        if first_half:
+            return ROOT / "exercises" / first_half[0].name
+    return ROOT / "exercises" / lesson.name
+
+
 def colab_url(relative: str) -> str:
     path = REPOSITORY_URL.split("github.com/", 1)[-1]
     return f"https://colab.research.google.com/github/{path}/blob/{REPOSITORY_BRANCH}/{relative}"
@@ -422,9 +432,9 @@ def stage(staged: Stage, solutions: bool, translator: dict | None = None, cdn: b
                 title = title_of(notebook, path.stem)
                 for m in used:
                     used_in[m].append((path.stem, title))
-                exercise = ROOT / "exercises" / path.name
+                exercise = exercise_of(path)
                 rows.append(f"| [{title}](notebooks/{path.stem}.ipynb) "
-                            f"| {f'[exercise](exercises/{path.stem}.ipynb)' if exercise.is_file() else ''} "
+                            f"| {f'[exercise](exercises/{exercise.stem}.ipynb)' if exercise.is_file() else ''} "
                             f"| <a href=\"slides/{path.stem}.slides.html\">slides</a> |")
     if not lessons:
         raise SiteError(f"no lesson notebooks in {ROOT / 'notebooks'} (expected notebooks/*.ipynb)")

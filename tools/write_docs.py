@@ -152,7 +152,7 @@ def lessons_block(data: Data, old: str) -> str:
         f"lines of code or {lesson_plan.OUTPUT_LINES_PER_MINUTE} lines of output a minute; going-further sections and "
         "speaker notes left out. *Last ran in*: what the stored notebook's code took when it was last executed top to "
         "bottom (by nbclient, the engine of `jupyter nbconvert --execute`) on a 2-core CPU, as its timing cell printed it (— where none is stored). "
-        "Lessons 07 and 08 spend most of it training the small dates model, whose cell prints its time "
+        "Lessons 07, 08 and 08b spend much of it training the small dates model, whose cell prints its time "
         f"(as stored, lesson 07's cell printed {times[0]} and lesson 08's {times[1]}).")
 
 
