@@ -21,25 +21,23 @@ def test_there_are_lessons():
     assert all(PLAN["LESSON_NAME"].match(p.name) for p in LESSONS) and not PLAN["LESSON_NAME"].match("rise.css")
 
 
-#: Lessons whose main path still needs more than one class by the measure: issue 44 splits them in two
-#: (00, 08 and 09 were: each is now two lessons, NN_name and NNb_name, of one class each).
-TO_SPLIT: set[str] = set()
-#: Lessons still being trimmed to one class without a split (issue 44).
-STILL_LONG = {"01_embeddings", "03_self_attention", "04_multi_head_attention", "05_add_norm_and_feed_forward",
-              "06_decoder_and_masking", "07_training", "10_why_the_recipe"}
-
-
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
-def test_the_main_path_fits_a_class(path: Path, request: pytest.FixtureRequest):
-    if path.stem in TO_SPLIT:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="issue 44: the lesson is split in two"))
-    elif path.stem in STILL_LONG:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="issue 44: the main path is still being trimmed"))
+def test_the_main_path_fits_a_class(path: Path):
+    # 00, 08 and 09 needed two classes each by this measure: each is now two lessons, NN_name and NNb_name.
     plan = PLAN["plan"](path)
     assert plan.minutes <= PLAN["CLASS_MINUTES"], (
         f"{path.name}: about {plan.minutes:.0f} minutes on the main path ({plan.main}), more than a "
         f"{PLAN['CLASS_MINUTES']}-minute class; move what a class can skip to a going-further section "
         "(docs/AUTHORING.md)")
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_no_slide_holds_more_than_a_slide(path: Path):
+    over = [f"cell {slide.cell} {slide.title!r}: {', '.join(problems)}"
+            for slide, problems in PLAN["slides_over_caps"](path)]
+    assert over == [], (f"{path.name}: main-path slides over {PLAN['SLIDE_WORDS']} words or {PLAN['SLIDE_CODE_LINES']} "
+                        "lines of code (split them, tighten them, or move what a class can skip to going further): "
+                        + "; ".join(over))
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
