@@ -1,4 +1,4 @@
-"""Measuring training speed: model FLOPs, MFU, tokens per second, peak memory (lesson 08).
+"""Measuring training speed: model FLOPs, MFU, tokens per second, peak memory (lesson 08b).
 
 Three questions about a training step, each with one function:
 

@@ -180,9 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     workspace.add_argument("--course", default=".", help="the course repository's root (default: the current "
                                                          "folder)")
     download = commands.add_parser("download", help="download the data sets that need the network, once (Multi30k, "
-                                   "Tiny Shakespeare)", description="Download and verify Multi30k (lesson 08 and "
-                                   "train --dataset multi30k) and Tiny Shakespeare (lesson 09) into the user cache, "
-                                   "so that the course then runs offline.")
+                                   "Tiny Shakespeare)", description="Download and verify Multi30k (lessons 08b, 09b "
+                                   "and 10, and train --dataset multi30k) and Tiny Shakespeare (lesson 09) into the "
+                                   "user cache, so that the course then runs offline.")
     download.add_argument("--data-dir", help="put Multi30k in this existing folder instead of the cache")
     commands.add_parser("grade", help="grade exercise notebooks; EXECUTES the submitted code (see: minitransformer "
                         "grade --help); the instructor's grader, installed apart (pip install -e grader)",

@@ -1,4 +1,4 @@
-"""Translation quality: exact match, sacreBLEU, batched translation (lessons 07 and 08), and input warnings.
+"""Translation quality: exact match, sacreBLEU, batched translation (lessons 07, 08 and 08b), and input warnings.
 
 BLEU is sacreBLEU's ``corpus_bleu`` on detokenized, cased output (Post, 2018); the paper's multi-bleu.perl
 figures on tokenized text are not directly comparable.
@@ -62,7 +62,7 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str | Sequence[str]]) -
 
     With several references, a hypothesis n-gram counts up to the largest number of times it
     occurs in any one of them, and the brevity penalty uses the reference length closest to
-    the hypothesis's (Papineni et al., 2002; lesson 08 computes it by hand).
+    the hypothesis's (Papineni et al., 2002; lesson 08b computes it by hand).
     """
     _check_pairs(hypotheses, references)
     import sacrebleu  # heavy import, only needed here

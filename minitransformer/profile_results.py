@@ -1,4 +1,4 @@
-"""Reading the GPU profile's result files (``python -m benchmarks.gpu_profile``): a table and a figure (lesson 08).
+"""Reading the GPU profile's result files (``python -m benchmarks.gpu_profile``): a table and a figure (lesson 08b).
 
 Every figure shown comes from the file; nothing is typed in by hand.
 """

@@ -1,4 +1,4 @@
-"""The German -> English translator of lesson 08: the one ``train --dataset multi30k`` left in ``runs/multi30k``,
+"""The German -> English translator of lesson 08b: the one ``train --dataset multi30k`` left in ``runs/multi30k``,
 or a short stand-in run, announced, when there is none.
 """
 
@@ -15,7 +15,7 @@ from .data import SharedTokenizer, collate_pairs
 from .evaluation import bleu, translate_sentences
 from .model import Transformer
 
-#: What lesson 08 trains when the full translator is missing: a narrow model for a minute.
+#: What lesson 08b trains when the full translator is missing: a narrow model for a minute.
 SHORT_RUN = dict(train_size=10_000, d_model=128, n_heads=4, d_ff=512, layers=2, vocab_size=4000, batch_tokens=2500,
                  warmup=100, lr_factor=1.0, epochs=1, valid_sentences=50, eval_sentences=100, test_beam=1, show=0)
 

@@ -1,4 +1,4 @@
-"""The two families that keep one stack of the paper's model, built from the same blocks: lesson 09.
+"""The two families that keep one stack of the paper's model, built from the same blocks: lessons 09 and 09b.
 
 Encoder-only (:class:`EncoderClassifier`, BERT's) and decoder-only (:class:`DecoderOnlyLM`, GPT's: a decoder
 layer without cross-attention is an encoder layer under a causal mask). Nothing here re-implements a layer.
@@ -32,7 +32,7 @@ def masked_mean(x: Tensor, keep: Tensor) -> Tensor:
 
 
 class EncoderClassifier(nn.Module):
-    """Encoder-only classifier: tokens (B, T) -> logits (B, C). Lesson 09.
+    """Encoder-only classifier: tokens (B, T) -> logits (B, C). Lesson 09b.
 
     Unlike BERT's ``<cls>`` vector the mean of the real tokens reads every position from the first step; with
     the padding hidden from the attention and the mean, the output does not depend on how much a batch adds.
@@ -62,7 +62,7 @@ class EncoderClassifier(nn.Module):
 
 
 class BagOfWordsClassifier(nn.Module):
-    """The baseline, blind to word order: logistic regression on word counts, (B, T) -> (B, C). Lesson 09."""
+    """The baseline, blind to word order: logistic regression on word counts, (B, T) -> (B, C). Lesson 09b."""
 
     def __init__(self, vocab_size: int, n_classes: int, pad_id: int = 0) -> None:
         super().__init__()

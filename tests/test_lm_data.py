@@ -1,4 +1,4 @@
-"""Data of lesson 09: Tiny Shakespeare (found, checked, or the built-in excerpt), characters, the word-order task."""
+"""Data of lessons 09 and 09b: Tiny Shakespeare (found, checked, or the built-in excerpt), characters, word order."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Checks for exercise 00: additive attention, alignment and context, layers to connect (lesson 00)."""
+"""Checks for exercise 00: additive attention, alignment and context (lesson 00), layers to connect (lesson 00b)."""
 
 from __future__ import annotations
 
@@ -196,7 +196,7 @@ def check_layers_to_connect(fn: Callable[[int, int, bool], int], *, task: int | 
     ... t + d(k-1)/2. With ``dilated=False`` every layer has d = 1; with ``dilated=True`` layer l
     (from 0) has d = 2^l. The answer is the smallest number of layers whose output n-1 depends on
     input 0 (0 when n = 1). The references of the short sequences come from a simulation of which
-    inputs each output depends on, those of the long ones from the formula (lesson 00).
+    inputs each output depends on, those of the long ones from the formula (lesson 00b).
 
     Args:
         fn: the learner's function.

@@ -1,4 +1,4 @@
-"""Checks for decoding and checkpoints: the length penalty, beam search and checkpoint averaging (lesson 08)."""
+"""Checks for exercise 08: the length penalty, beam search, checkpoint averaging (lesson 08) and BLEU (lesson 08b)."""
 
 from __future__ import annotations
 
@@ -376,7 +376,7 @@ def check_checkpoint_average(fn: Callable[[list[dict[str, Tensor]]], dict[str, T
     report_passed(task, "checkpoint averaging of 3 state dicts (tied weights, an integer counter, a float16 tensor)")
 
 
-# --- BLEU (lesson 08) ---------------------------------------------------------------------------------------------
+# --- BLEU (lesson 08b) --------------------------------------------------------------------------------------------
 
 _BLEU_WORDS = ("the", "a", "dog", "cat", "runs", "sits", "on", "in", "grass", "snow", "red", "small", "man", "two",
                "park", "and", "with", "ball")
@@ -451,7 +451,7 @@ def check_corpus_bleu(fn: Callable[[list[str], list[list[str]]], Any], *, task: 
 
     Sentences are split on spaces (sacreBLEU with ``tokenize="none"``); ``references[i]`` lists the
     one or more references of sentence i. The corpora drawn here have a match of every n-gram order,
-    so no smoothing is involved (Papineni et al., 2002; lesson 08).
+    so no smoothing is involved (Papineni et al., 2002; lesson 08b).
 
     Args:
         fn: the learner's function.

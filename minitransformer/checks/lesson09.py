@@ -1,4 +1,4 @@
-"""Checks for exercises 09 (lesson 09): decoder-only logits, temperature and top-k, masked mean pooling, families."""
+"""Checks for exercise 09: decoder-only logits, temperature and top-k, families (lesson 09), pooling (lesson 09b)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@
 - :func:`learn_bpe`, :func:`apply_bpe`, :func:`bpe_tokens`: BPE written out, equal to ``tokenizers`` (lesson 01).
 - :class:`Vocabulary`: a tiny word-level vocabulary for in-notebook examples.
 - :func:`load_tiny_shakespeare`, :class:`CharTokenizer`: the language-model corpus of lesson 09.
-- :func:`load_word_order`: the sentence-classification task of lesson 09.
+- :func:`load_word_order`: the sentence-classification task of lesson 09b.
 - :class:`TokenBatchSampler`, :func:`collate_pairs`, :class:`Batch`: token-budget batches.
 """
 

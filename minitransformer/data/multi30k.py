@@ -1,4 +1,4 @@
-"""Multi30k task 1 (Elliott et al., 2016), German-English captions: download, verify, load (lesson 08).
+"""Multi30k task 1 (Elliott et al., 2016), German-English captions: download, verify, load (lessons 08b and 10).
 
 Files are looked for in ``data_dir``, then ``$MINITRANSFORMER_MULTI30K_DIR``, then the user cache; a missing
 one is downloaded into that folder and every file must match its SHA-256.

@@ -1,4 +1,4 @@
-"""A sentence classification task for the encoder-only classifier of lesson 09: is the word order real?
+"""A sentence classification task for the encoder-only classifier of lesson 09b: is the word order real?
 
 Both classes hold the same words, so only the order (seen through the positional encoding) tells them
 apart. Sentences are reduced to :func:`plain_words` first: with their punctuation, "original iff the last

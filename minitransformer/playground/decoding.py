@@ -1,4 +1,5 @@
-"""Lesson 08: what beam search keeps, and how the length penalty lp(L) = ((5 + L) / 6)^alpha ranks it.
+"""Lesson 08b's Try it: what beam search (lesson 08) keeps, and how the length penalty
+lp(L) = ((5 + L) / 6)^alpha ranks it.
 
 A larger ``alpha`` favours longer outputs; ``alpha = 0`` ranks by log P(Y) alone, which favours short ones.
 """
