@@ -57,11 +57,18 @@ def load_translator(folder: str | Path) -> Translator | None:
     beam = next((r for r in reversed(records) if r.get("event") == "test_beam"), None)
     scores = {"greedy": test["bleu"], **({f"beam{beam['beam']}": beam["bleu"]} if beam else {})}
     options = setup["options"]
-    planned = options.get("epochs")
-    full = planned is not None and checkpoint.get("epoch", 0) >= planned and options.get("train_size") is None
+    if options.get("minutes") is not None:  # a run in a time budget is full when it used its budget to the end
+        done = next((r for r in reversed(records) if r.get("event") == "done"), None)
+        full = done is not None and not done.get("interrupted") and options.get("train_size") is None
+        length = f"a {options['minutes']:g}-minute budget"
+    else:
+        planned = options.get("epochs")
+        full = planned is not None and checkpoint.get("epoch", 0) >= planned and options.get("train_size") is None
+        length = f"{planned} epochs"
     c = setup["config"]
     shown = ", ".join(f"{k} {v:.1f}" for k, v in scores.items())
-    kind = "the full run" if full else "a SHORT run (poor translations: train the full one for real results)"
+    kind = (f"the full run ({length})" if full
+            else "a SHORT run (poor translations: train the full one for real results)")
     description = (f"{kind} in {folder}: {c['n_encoder_layers']}+{c['n_decoder_layers']} layers, d_model "
                    f"{c['d_model']}, {setup['parameters'] / 1e6:.1f}M parameters, {test['step']:,} steps; "
                    f"its test2016 BLEU ({test['n']:,} sentences) from its log: {shown}")

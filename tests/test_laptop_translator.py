@@ -232,6 +232,32 @@ def test_load_translator_finds_a_finished_multi30k_run_and_says_what_it_is(tiny_
     assert load_translator(tmp_path) is None  # no run there
 
 
+def test_a_run_in_a_time_budget_is_full_when_it_used_its_budget(tiny_translator: Path, tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from minitransformer.translator import load_translator
+
+    def as_budget_run(interrupted: bool) -> Path:
+        folder = tmp_path / f"budget-{interrupted}"
+        shutil.copytree(tiny_translator, folder)
+        lines = []
+        for line in (folder / "log.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            if record["event"] == "setup":  # as `train --dataset multi30k --minutes 30` would write it
+                record["options"].update(minutes=30.0, epochs=None, train_size=None)
+            if record["event"] == "done":
+                record["interrupted"] = interrupted
+            lines.append(json.dumps(record))
+        (folder / "log.jsonl").write_text("\n".join(lines) + "\n")
+        return folder
+
+    found = load_translator(as_budget_run(interrupted=False))
+    assert found is not None and found.full and found.description.startswith("the full run (a 30-minute budget)")
+    stopped = load_translator(as_budget_run(interrupted=True))  # stopped with Ctrl-C, then scored
+    assert stopped is not None and not stopped.full
+
+
 def test_beam_wins_and_log_probs_agree_with_their_definitions(tiny_translator: Path) -> None:
     from minitransformer.translator import beam_wins, corpus_scores, load_translator, sentence_log_probs
 

@@ -149,9 +149,9 @@ def test_lesson_10_states_the_schedule_result():
     ratio = math.exp(analysis["no_warmup"]["ppl"]["mean"])
     first = {n: sum(v[0] for v in curves(report, n, "valid")[1]) / len(curves(report, n, "valid")[1])
              for n in ("baseline", "no_warmup")}
-    text = _markdown("10", "The split answers its question.")
-    assert (f"perplexity is {ppl['no_warmup']:.2f}, with a constant rate {ppl['constant_lr']:.2f}, against "
-            f"{ppl['baseline']:.2f}" in text)
+    text = _markdown("10", "The split answers its question:")
+    assert (f"perplexity {ppl['no_warmup']:.2f} without warm-up (decay kept), {ppl['constant_lr']:.2f} with a "
+            f"constant rate, {ppl['baseline']:.2f} for the baseline" in text)
     assert f"a factor of {ratio:.2f} in perplexity" in text
     assert curves(report, "baseline", "valid")[0][0] == 200
     assert f"at step 200 ({first['no_warmup']:.1f} against {first['baseline']:.1f})" in text
