@@ -17,6 +17,7 @@ import importlib
 import inspect
 import json
 import pkgutil
+import runpy
 from pathlib import Path
 
 import pytest
@@ -28,11 +29,13 @@ LESSONS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 NOTEBOOKS = LESSONS + sorted((ROOT / "solutions").glob("*.ipynb"))
 
 
+#: tools/build_site.py (standard library only at import): the site's rules, which the lessons follow too.
+BUILD = runpy.run_path(str(ROOT / "tools" / "build_site.py"))
+
+
 def _exercise_of(lesson: Path) -> str:
-    """The exercise a lesson links: its own name; a second half, ``NNb_name`` (issue 44), links its first half's."""
-    number = lesson.name[:2]
-    first_half = next(p for p in LESSONS if p.name.startswith(f"{number}_"))
-    return f"../exercises/{first_half.name}"
+    """The exercise a lesson links (the site's rule: a second half, ``NNb_name``, links its first half's)."""
+    return f"../exercises/{BUILD['exercise_of'](lesson).name}"
 
 
 def _package_symbols() -> set[str]:
@@ -136,9 +139,7 @@ def test_speaker_notes_stay_out_of_the_learners_way(path: Path):
 
 
 def test_the_site_pages_leave_the_speaker_notes_out():
-    import runpy
-
-    build = runpy.run_path(str(ROOT / "tools" / "build_site.py"))
+    build = BUILD
     notebook = json.loads((ROOT / "notebooks" / "03_self_attention.ipynb").read_text(encoding="utf-8"))
     notes = [c for c in notebook["cells"] if _slide_type(c) == "notes"]
     assert notes, "lesson 03 should have speaker notes for this test"

@@ -91,8 +91,9 @@ class Data:
         return [(path.name, load_result(path)) for path in find_results(self.results)]
 
     def lessons(self) -> list[Path]:
-        # NN_name, and NNb_name for the second half of a lesson split in two (issue 44): tools/lesson_plan.py's rule.
-        return sorted(p for p in (self.root / "notebooks").glob("*.ipynb") if re.match(r"\d{2}b?_\w+\.ipynb$", p.name))
+        from tools import lesson_plan
+
+        return sorted(p for p in (self.root / "notebooks").glob("*.ipynb") if lesson_plan.LESSON_NAME.match(p.name))
 
     def outputs(self, lesson: str) -> list[str]:
         """The text of each code cell's outputs (streams and text/plain), one string per code cell."""
