@@ -2,22 +2,26 @@
 
 Usage:
     python -m benchmarks.multi30k_cpu                      # seed 0: about half an hour on 2 idle cores
-    python -m benchmarks.multi30k_cpu --seeds 0 1 2        # the spread over seeds (runs one after another)
-    python -m benchmarks.multi30k_cpu --data-dir DIR --seeds 0 --epochs 1 --train-size 2000 \\
-        --out /tmp/m30k                                    # the same code path in a few minutes
+    python -m benchmarks.multi30k_cpu --seeds 0 1 2 --also-minutes 15 60
+                                                           # the spread over seeds, and what other budgets buy
+    python -m benchmarks.multi30k_cpu --data-dir DIR --seeds 0 --minutes 1 --also-minutes 0.5 \\
+        --train-size 2000 --out /tmp/m30k --runs /tmp/m30k-runs   # the same code path in a few minutes
 
 Each seed is the README's second main job, ``python -m minitransformer train --dataset multi30k``, run
 from scratch (the BPE vocabulary included: its cache is switched off) with the laptop recipe
 that the package picks on a machine without a CUDA GPU, into ``runs/multi30k`` (seed 0) or
-``runs/multi30k-seed<N>``. After training, the record adds what ``translate --beam 4`` gives
+``runs/multi30k-seed<N>``; ``--minutes`` gives it a time budget (``train --minutes``), ``--epochs`` a
+number of epochs, and ``--also-minutes`` adds one run of the first seed per other budget
+(``runs/multi30k-m<M>``). After training, the record adds what ``translate --beam 4`` gives
 with the average of the last five epoch checkpoints (the paper's section 6.1 averages too).
 
 Writes ``<out>/multi30k-cpu.json`` (every setting, the machine, its cores and load average, torch
-and the commit, each run's training curve, validation BLEU against wall-clock minutes, greedy
-and beam-4 test2016 BLEU with the sacreBLEU signature, a dozen test translations with their
+and the commit, each run's training curve and speed, validation BLEU against wall-clock minutes,
+greedy and beam-4 test2016 BLEU with the sacreBLEU signature, a dozen test translations with their
 references, and the spread over seeds) and ``<out>/multi30k-cpu.png`` (validation BLEU against
-minutes). Finished seeds are kept in ``<out>/multi30k-cpu.partial.jsonl``, so an interrupted
-command resumes with the next seed; ``--fresh`` starts over.
+minutes, and test BLEU against the budget). Finished runs are kept in
+``<out>/multi30k-cpu.partial.jsonl``, so an interrupted command resumes with the next run; ``--fresh``
+starts over.
 """
 
 from __future__ import annotations
@@ -61,7 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds, one run each (default: 0)")
     p.add_argument("--data-dir", help="folder with the Multi30k .gz files (default: the package's cache)")
     p.add_argument("--threads", type=int, help="CPU threads (default: the recipe's choice)")
-    p.add_argument("--epochs", type=int, help="epochs (default: the recipe's)")
+    p.add_argument("--minutes", type=float, help="the time budget of each seed's run (default: the recipe's)")
+    p.add_argument("--also-minutes", type=float, nargs="*", default=[],
+                   help="other budgets, one run each with the first seed: what less or more time buys")
+    p.add_argument("--epochs", type=int, help="a fixed number of epochs instead of a time budget")
     p.add_argument("--train-size", type=int, help="use only the first N training pairs (a quick check)")
     p.add_argument("--runs", default="runs", help="folder of the run folders (default: runs)")
     p.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"),
@@ -121,12 +128,13 @@ class LoadSampler:
         self.samples.append(os.getloadavg()[0])
 
 
-def one_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
-    """Train one seed from scratch and return its record."""
-    out = Path(args.runs) / ("multi30k" if seed == 0 else f"multi30k-seed{seed}")
+def one_run(seed: int, minutes: float | None, args: argparse.Namespace) -> dict[str, Any]:
+    """Train one seed from scratch in ``minutes`` (None: the recipe's budget or ``--epochs``); its record."""
+    name = "multi30k" + ("" if minutes == args.minutes else f"-m{minutes:g}") + (f"-seed{seed}" if seed else "")
+    out = Path(args.runs) / name
     options = TrainOptions(dataset="multi30k", data_dir=args.data_dir, device="cpu", threads=args.threads,
-                           epochs=args.epochs, train_size=args.train_size, seed=seed, out=str(out),
-                           overwrite=True, show=SAMPLES).resolved()
+                           epochs=args.epochs, minutes=minutes, train_size=args.train_size, seed=seed,
+                           out=str(out), overwrite=True, show=SAMPLES).resolved()
     commit = git_commit()  # the code this run trains with (taken now: the checkout may change while it runs)
     started = time.time()
     with LoadSampler() as load:
@@ -135,25 +143,26 @@ def one_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
         raise KeyboardInterrupt
     records = read_log(out / "log.jsonl")
     setup = next(r for r in records if r["event"] == "setup")
-    minutes = lambda r: (r["time"] - started) / 60  # noqa: E731
+    since_start = lambda r: (r["time"] - started) / 60  # noqa: E731  (minutes)
     epochs = [r for r in records if r["event"] == "epoch"]
     test = next(r for r in records if r["event"] == "test")
     test_beam = next(r for r in records if r["event"] == "test_beam")
     pairs = load_multi30k("test", args.data_dir)
     averaged = averaged_scores(out, pairs, setup["threads"])
     return {
-        "seed": seed, "commit": commit, "run_dir": str(out), "options": options.to_dict(), "threads": setup["threads"],
+        "seed": seed, "minutes": options.minutes, "commit": commit, "run_dir": str(out),
+        "options": options.to_dict(), "threads": setup["threads"],
         "config": setup["config"], "parameters": setup["parameters"], "vocab_size": setup["vocab_size"],
         "steps": result.step, "train_seconds": result.seconds, "wall_seconds": time.time() - started,
-        "first_step_minutes": minutes(next(r for r in records if r["event"] == "train")),
+        "first_step_minutes": next((since_start(r) for r in records if r["event"] == "train"), None),
         "load_average": {"start": load.samples[0], "end": load.samples[-1], "mean": statistics.fmean(load.samples),
                          "max": max(load.samples), "samples_every_s": load.every},
-        "validation": [{"epoch": r["epoch"], "step": r["step"], "minutes": minutes(r), "bleu": r.get("val_bleu"),
+        "validation": [{"epoch": r["epoch"], "step": r["step"], "minutes": since_start(r), "bleu": r.get("val_bleu"),
                         "val_loss": r.get("val_loss"), "train_loss": r.get("train_loss")} for r in epochs],
         "curve": [{"step": r["step"], "loss": r["loss"], "lr": r["lr"], "tokens_per_s": r["tokens_per_s"]}
                   for r in records if r["event"] == "train"],
         "test": {"split": "test2016", "sentences": test["n"], "greedy": test["bleu"], "beam4": test_beam["bleu"],
-                 "minutes_at_end": minutes(test_beam), "averaged_last": averaged},
+                 "minutes_at_end": since_start(test_beam), "averaged_last": averaged},
         "samples": [{"source": s, "translation": h, "reference": t} for s, h, t in test["examples"]],
     }
 
@@ -163,24 +172,34 @@ def spread(values: list[float]) -> dict[str, Any]:
             "min": min(values), "max": max(values), "values": values, "n": len(values)}
 
 
-def save_figure(runs: list[dict[str, Any]], path: Path) -> None:
+def save_figure(runs: list[dict[str, Any]], budgets: list[dict[str, Any]], path: Path) -> None:
+    """Left: validation BLEU against wall-clock minutes, every run, its test score a star at its end. Right:
+    test2016 BLEU against the budget (the seeds of the main budget as dots, other budgets with one seed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for run in runs:
+    fig, (curves, budget) = plt.subplots(1, 2, figsize=(10.5, 4.0), gridspec_kw={"width_ratios": [3, 2]})
+    for run in runs + budgets:
+        other = run in budgets
         points = [(v["minutes"], v["bleu"]) for v in run["validation"] if v["bleu"] is not None]
-        (line,) = ax.plot(*zip(*points), marker="o",
-                          label=f"seed {run['seed']}: validation (300 sentences, greedy)")
-        ax.scatter([run["test"]["minutes_at_end"]], [run["test"]["beam4"]], marker="*", s=140,
-                   color=line.get_color(), zorder=3, label=f"seed {run['seed']}: test2016, beam 4")
-    ax.set_xlabel("wall-clock minutes from the start (BPE included)")
-    ax.set_ylabel("sacreBLEU")
-    ax.set_title(f"Multi30k de->en on {os.cpu_count()} CPU cores (each run's load: in the JSON)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+        what = f"{run['minutes']:g} min, seed {run['seed']}" if run.get("minutes") else f"seed {run['seed']}"
+        (line,) = curves.plot(*zip(*points), marker=".", linestyle="--" if other else "-", label=what)
+        curves.scatter([run["test"]["minutes_at_end"]], [run["test"]["beam4"]], marker="*", s=140,
+                       color=line.get_color(), zorder=3)
+        budget.scatter([run.get("minutes") or run["train_seconds"] / 60], [run["test"]["beam4"]],
+                       color=line.get_color(), marker="*" if other else "o", zorder=3)
+    curves.set_xlabel("wall-clock minutes from the start (BPE included)")
+    curves.set_ylabel("sacreBLEU")
+    curves.set_title("validation (300 sentences, greedy); star: test2016, beam 4", fontsize=9)
+    curves.grid(alpha=0.3)
+    curves.legend(fontsize=8)
+    budget.set_xlabel("training budget, minutes")
+    budget.set_ylabel("test2016 sacreBLEU, beam 4")
+    budget.set_title("what more time buys", fontsize=9)
+    budget.grid(alpha=0.3)
+    fig.suptitle(f"Multi30k de->en on {os.cpu_count()} CPU cores (each run's load and speed: in the JSON)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -195,7 +214,9 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     def spread_of(x: dict[str, Any], unit: str = "") -> str:
         return "" if seeds == 1 else f" (min {x['min']:.1f}{unit}, max {x['max']:.1f}{unit})"
 
-    lines = [f"test2016 sacreBLEU **{beam['mean']:.1f}** with beam 4{spread_of(beam)}, {greedy['mean']:.1f} greedy",
+    budget = f", trained in a {runs[0]['minutes']:g}-minute budget" if runs[0].get("minutes") else ""
+    lines = [f"test2016 sacreBLEU **{beam['mean']:.1f}** with beam 4{spread_of(beam)}, {greedy['mean']:.1f} greedy"
+             + budget,
              f"**{minutes['mean']:.0f} minutes** of wall time from the start, BPE included{spread_of(minutes, ' min')}"]
     if s.get("averaged_beam4"):
         lines.append(f"the average of the last five epoch checkpoints: {s['averaged_beam4']['mean']:.1f} with beam 4")
@@ -207,6 +228,9 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
                      + (f"{a['mean']:.1f} on average (at most {a['max']:.1f})" if "mean" in a
                         else f"{a['start']:.1f} at the start and {a['end']:.1f} at the end, not sampled in between")
                      + speed)
+    for r in result.get("other_budgets", []):
+        lines.append(f"the same command in {r['minutes']:g} minutes (seed {r['seed']}, {r['steps']:,} steps): test2016 "
+                     f"sacreBLEU {r['test']['beam4']:.1f} with beam 4, {r['test']['greedy']:.1f} greedy")
     return lines
 
 
@@ -221,16 +245,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     partial = folder / "multi30k-cpu.partial.jsonl"
     if args.fresh and partial.exists():
         partial.unlink()
-    done = {r["seed"]: r for r in map(json.loads, partial.read_text().splitlines())} if partial.exists() else {}
-    for seed in args.seeds:
-        if seed in done:
-            print(f"seed {seed}: already measured ({partial}), skipped")
+    # a finished run is known by its seed and budget (an epoch-based run's budget is None)
+    done = {(r["seed"], r.get("minutes")): r for r in map(json.loads, partial.read_text().splitlines())} \
+        if partial.exists() else {}
+    main_minutes = TrainOptions(dataset="multi30k", device="cpu", epochs=args.epochs,
+                                minutes=args.minutes).resolved().minutes
+    wanted = [(seed, args.minutes, main_minutes) for seed in args.seeds]
+    wanted += [(args.seeds[0], m, m) for m in args.also_minutes if m != main_minutes]
+    for seed, minutes, resolved in wanted:
+        if (seed, resolved) in done:
+            print(f"seed {seed}, {resolved} minutes: already measured ({partial}), skipped")
             continue
-        record = one_run(seed, args)
+        record = one_run(seed, minutes, args)
         with partial.open("a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
-        done[seed] = record
-    runs = [done[s] for s in args.seeds]
+        done[seed, resolved] = record
+    runs = [done[s, main_minutes] for s in args.seeds]
+    budgets = [done[args.seeds[0], m] for _, _, m in wanted[len(args.seeds):]]
     settings = {k: v for k, v in runs[0]["options"].items() if k not in ("seed", "out", "overwrite")}
     result = {
         "schema": 1,
@@ -246,9 +277,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                        if all(r["test"]["averaged_last"] for r in runs) else None)},
         "bleu_signature": bleu_signature(),
         "runs": runs,
+        # the same command in other budgets, one seed each: what less or more time buys
+        "other_budgets": budgets,
     }
     path = atomic_write(folder / "multi30k-cpu.json", lambda f: f.write(json.dumps(result, indent=1).encode()))
-    save_figure(runs, folder / "multi30k-cpu.png")
+    save_figure(runs, budgets, folder / "multi30k-cpu.png")
     print(f"\nwrote {path} and {folder / 'multi30k-cpu.png'}")
     for line in summary_lines(result):
         print(line)

@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -50,7 +51,27 @@ TRIALS: dict[str, list[str]] = {
     "drop0.3": ["--dropout", "0.3"],
     "ls0.2": ["--label-smoothing", "0.2"],
     "l4": ["--layers", "4"],
+    "drop0": ["--dropout", "0"],
+    # then one idea at a time on top of the best so far (a greedy search: each line says what one idea added)
+    "drop0-b2048": ["--dropout", "0", "--batch-tokens", "2048"],
+    "drop0-v4000": ["--dropout", "0", "--vocab-size", "4000"],
+    "drop0-ff512": ["--dropout", "0", "--d-ff", "512"],
+    "drop0-w150": ["--dropout", "0", "--warmup", "150"],
+    "drop0-f0.35": ["--dropout", "0", "--lr-factor", "0.35"],
+    "drop0-v2000": ["--dropout", "0", "--vocab-size", "2000"],
+    "drop0-v4000-ff512": ["--dropout", "0", "--vocab-size", "4000", "--d-ff", "512"],
+    "drop0-v4000-ls0.2": ["--dropout", "0", "--vocab-size", "4000", "--label-smoothing", "0.2"],
+    # P_drop 0.1 back, only where the paper puts it (sub-layer outputs, embedding sums): a cheaper regulariser
+    "v4000-inner0": ["--inner-dropout", "0", "--vocab-size", "4000"],
+    "drop0-v4000-l4": ["--dropout", "0", "--vocab-size", "4000", "--layers", "4"],
+    # half the batch, the warm-up twice the steps (so the same tokens): the peak rate, factor * d_model^-0.5 *
+    # warmup^-0.5, falls by sqrt 2, the square-root rule for half the batch
+    "drop0-v4000-b2048-w800": ["--dropout", "0", "--vocab-size", "4000", "--batch-tokens", "2048", "--warmup", "800"],
 }
+
+#: The resolved options of a run kept in its line of the results.
+SETTINGS = ("vocab_size", "batch_tokens", "minutes", "warmup", "lr_factor", "lr_schedule", "label_smoothing",
+            "clip_norm", "valid_sentences", "seed")
 
 
 def score(model: torch.nn.Module, tokenizer: Any, pairs: list[tuple[str, str]], beam: int, alpha: float) -> float:
@@ -105,12 +126,17 @@ def run_trial(name: str, args: argparse.Namespace) -> dict[str, Any]:
     setup = next(r for r in records if r["event"] == "setup")
     epochs = [r for r in records if r["event"] == "epoch"]
     done = [r for r in records if r["event"] == "done"]
+    speeds = [r["tokens_per_s"] for r in records if r["event"] == "train"]
     pairs = load_multi30k("validation", args.data_dir)[: args.valid]
     torch.set_num_threads(args.threads or torch.get_num_threads())
     return {
         "trial": name, "flags": TRIALS[name], "minutes": args.minutes, "seed": args.seed,
         "threads": args.threads, "train_size": args.train_size, "load_before": load_before,
         "load_after": os.getloadavg()[0], "wall_seconds_with_test": wall,
+        # what the run trained with, resolved (the trial's flags are relative to the laptop recipe of the day)
+        "settings": {k: setup["options"][k] for k in SETTINGS if k in setup["options"]},
+        "config": setup.get("config"), "tokens_per_s_median": statistics.median(speeds) if speeds else None,
+        "invocations": sum(r["event"] == "setup" for r in records),  # 2 or more: interrupted and resumed
         "parameters": setup.get("parameters"), "steps": epochs[-1]["step"] if epochs else None,
         "epochs": len(epochs), "train_seconds": done[-1]["seconds"] if done else None,
         # the in-run validation: the first --valid-sentences pairs, greedy
@@ -120,10 +146,27 @@ def run_trial(name: str, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def table(records: list[dict[str, Any]]) -> list[str]:
+    """One line per finished trial: its flags, speed, steps and validation BLEU."""
+    lines = [f"{'trial':18} {'min':>4} {'tok/s':>6} {'steps':>6} {'epochs':>6} {'val loss':>8} {'greedy':>7} "
+             f"{'beam a0.6':>9} {'beam a1.0':>9} {'avg beam':>8}  flags"]
+    for r in records:
+        v, end = r["valid"], r["valid_curve"][-1]
+        averaged = next((x for k, x in v.items() if k.startswith("averaged")), float("nan"))
+        speed = r.get("tokens_per_s_median") or float("nan")
+        per_epoch = r["valid_curve"][0]["step"]  # the first check is the first epoch's end
+        lines.append(f"{r['trial']:18} {r['minutes']:>4g} {speed:>6,.0f} {r['steps']:>6} "
+                     f"{r['steps'] / per_epoch:>6.1f} {end['val_loss']:>8.3f} "
+                     f"{v['greedy']:>7.2f} {v['beam4_alpha0.6']:>9.2f} {v['beam4_alpha1.0']:>9.2f} {averaged:>8.2f}  "
+                     f"{shlex.join(r['flags'])}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("trials", nargs="*", help=f"names of trials: {', '.join(TRIALS)}")
     p.add_argument("--list", action="store_true", help="print the trials and their flags")
+    p.add_argument("--table", action="store_true", help="print the finished trials of --results")
     p.add_argument("--minutes", type=float, default=30.0, help="the budget of each trial (default: 30)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, help="CPU threads of each trial (default: train's choice)")
@@ -134,9 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", default="runs/recipes", help="folder of the trials' run folders")
     p.add_argument("--results", default=str(REPO_ROOT / "benchmarks" / "results" / "multi30k-recipes.jsonl"))
     args = p.parse_args(argv)
+    if args.table:
+        print("\n".join(table([json.loads(x) for x in Path(args.results).read_text().splitlines()])))
+        return 0
     if args.list or not args.trials:
         for name, flags in TRIALS.items():
-            print(f"{name:12s} {shlex.join(flags) or '(the laptop recipe)'}")
+            print(f"{name:24s} {shlex.join(flags) or '(the laptop recipe)'}")
         return 0
     unknown = [t for t in args.trials if t not in TRIALS]
     if unknown:

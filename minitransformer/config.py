@@ -35,7 +35,10 @@ class TransformerConfig:
     d_ff: int = 2048  # inner width of the feed-forward network (section 3.3)
     n_encoder_layers: int = 6  # N
     n_decoder_layers: int = 6
-    dropout: float = 0.1  # P_drop, on sub-layer outputs, embedding sums and attention weights (section 5.4)
+    dropout: float = 0.1  # P_drop, on sub-layer outputs and embedding sums (section 5.4)
+    # Dropout on the attention weights and the feed-forward's hidden units, where nn.Transformer puts it too
+    # (the paper names neither); None: P_drop. On a CPU these masks are most of dropout's cost.
+    inner_dropout: float | None = None
     max_len: int = 512  # rows of the positional table: the longest sequence
     pad_id: int = 0  # hidden from attention and from the loss
     norm_first: bool = False  # False: the paper's post-LN, LayerNorm(x + Sublayer(x)); True: pre-LN
@@ -72,6 +75,9 @@ class TransformerConfig:
                              f"features, got d_model={self.d_model} and n_heads={self.n_heads}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        inner = self.inner_dropout
+        if inner is not None and (isinstance(inner, bool) or not isinstance(inner, (int, float)) or not 0 <= inner < 1):
+            raise ValueError(f"inner_dropout must be None (the same as dropout) or in [0, 1), got {inner!r}")
         vocab = min(self.src_vocab_size, self.tgt_vocab_size)
         if not 0 <= self.pad_id < vocab:
             raise ValueError(f"pad_id must be a token id of both vocabularies, in [0, {vocab}), got {self.pad_id}")

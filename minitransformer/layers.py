@@ -56,11 +56,13 @@ class EncoderLayer(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False, scaled: bool = True, d_qk: int | None = None) -> None:
+                 norm_first: bool = False, scaled: bool = True, d_qk: int | None = None,
+                 inner_dropout: float | None = None) -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, scaled, d_qk)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        inner = dropout if inner_dropout is None else inner_dropout  # attention weights, feed-forward hidden units
+        self.self_attn = MultiHeadAttention(d_model, n_heads, inner, scaled, d_qk)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, inner)
         self.norm1 = LayerNorm(d_model)
         self.norm2 = LayerNorm(d_model)
         self.dropout1 = nn.Dropout(dropout)
@@ -87,12 +89,14 @@ class DecoderLayer(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False, scaled: bool = True, d_qk: int | None = None) -> None:
+                 norm_first: bool = False, scaled: bool = True, d_qk: int | None = None,
+                 inner_dropout: float | None = None) -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, scaled, d_qk)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout, scaled, d_qk)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        inner = dropout if inner_dropout is None else inner_dropout
+        self.self_attn = MultiHeadAttention(d_model, n_heads, inner, scaled, d_qk)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, inner, scaled, d_qk)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, inner)
         self.norm1 = LayerNorm(d_model)
         self.norm2 = LayerNorm(d_model)
         self.norm3 = LayerNorm(d_model)

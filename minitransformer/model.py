@@ -23,10 +23,11 @@ class Encoder(nn.Module):
     """
 
     def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False, scaled: bool = True, d_qk: int | None = None) -> None:
+                 norm_first: bool = False, scaled: bool = True, d_qk: int | None = None,
+                 inner_dropout: float | None = None) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(
-            EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, scaled, d_qk) for _ in range(n_layers))
+        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, scaled, d_qk,
+                                                 inner_dropout) for _ in range(n_layers))
         # Post-LN ends every layer with a LayerNorm already; pre-LN leaves the residual stream unnormalised.
         self.norm = LayerNorm(d_model) if norm_first else None
 
@@ -53,10 +54,11 @@ class Decoder(nn.Module):
     """
 
     def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False, scaled: bool = True, d_qk: int | None = None) -> None:
+                 norm_first: bool = False, scaled: bool = True, d_qk: int | None = None,
+                 inner_dropout: float | None = None) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(
-            DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, scaled, d_qk) for _ in range(n_layers))
+        self.layers = nn.ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, scaled, d_qk,
+                                                 inner_dropout) for _ in range(n_layers))
         self.norm = LayerNorm(d_model) if norm_first else None
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None,
@@ -117,9 +119,9 @@ class Transformer(nn.Module):
         self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model)
         self.positional = make_positional(c.positional, c.d_model, c.max_len, c.dropout)
         self.encoder = Encoder(c.n_encoder_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first,
-                               c.scale_attention, c.d_qk)
+                               c.scale_attention, c.d_qk, c.inner_dropout)
         self.decoder = Decoder(c.n_decoder_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first,
-                               c.scale_attention, c.d_qk)
+                               c.scale_attention, c.d_qk, c.inner_dropout)
         self.generator = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         self.reset_parameters()
         if c.tie_embeddings:

@@ -35,7 +35,7 @@ def test_defaults_are_the_papers() -> None:
     c = TransformerConfig(src_vocab_size=10, tgt_vocab_size=10)
     assert (c.positional, c.scale_attention, c.d_qk, c.norm_first) == ("sinusoidal", True, None, False)
     assert TransformerConfig.base(100).tie_embeddings
-    assert TrainOptions().lr_schedule == "inverse_sqrt" and TrainOptions().clip_norm == 1.0
+    assert TrainOptions().resolved().lr_schedule == "inverse_sqrt" and TrainOptions().clip_norm == 1.0
     model = _model()
     assert isinstance(model.positional, PositionalEncoding)
     assert all(layer.self_attn.scaled and layer.self_attn.d_qk == 8 for layer in model.encoder.layers)
@@ -179,7 +179,7 @@ def test_lr_schedule_is_a_training_option_and_a_flag() -> None:
     from minitransformer.cli import _given_train_arguments
 
     assert TrainOptions(lr_schedule="constant").lr_schedule == "constant"
-    assert TrainOptions.from_dict({"dataset": "dates"}).lr_schedule == "inverse_sqrt"  # older option dicts
+    assert TrainOptions.from_dict({"dataset": "dates"}).resolved().lr_schedule == "inverse_sqrt"  # older option dicts
     with pytest.raises(ValueError, match=r"lr_schedule must be one of \('inverse_sqrt', 'constant', 'decay_only', "
                                          r"'linear_decay'\), got 'x'"):
         TrainOptions(lr_schedule="x")

@@ -1,4 +1,5 @@
 import pytest
+import torch
 
 from minitransformer import Transformer, TransformerConfig
 
@@ -41,6 +42,8 @@ def test_tied_matrix_is_counted_once():
         (dict(n_encoder_layers=0), "n_encoder_layers must be an integer of at least 1, got 0"),
         (dict(dropout=1.0), r"dropout must be in \[0, 1\), got 1.0"),
         (dict(dropout=-0.1), r"dropout must be in \[0, 1\), got -0.1"),
+        (dict(inner_dropout=1.0), r"inner_dropout must be None \(the same as dropout\) or in \[0, 1\), got 1.0"),
+        (dict(inner_dropout="0"), r"inner_dropout must be None .* got '0'"),
         (dict(src_vocab_size=10, tgt_vocab_size=12, tie_embeddings=True),
          "src_vocab_size=10 and tgt_vocab_size=12"),
         (dict(pad_id=20), r"pad_id must be a token id of both vocabularies, in \[0, 20\), got 20"),
@@ -60,3 +63,24 @@ def test_config_is_frozen_and_round_trips():
     assert TransformerConfig.from_dict(config.to_dict()) == config
     with pytest.raises(ValueError, match="unknown TransformerConfig fields"):
         TransformerConfig.from_dict({**config.to_dict(), "heads": 3})
+
+
+def _dropout_rates(model: Transformer) -> dict[str, set[float]]:
+    """The rates of the model's dropouts by place: residual (sub-layer outputs, embedding sums) and inner."""
+    rates: dict[str, set[float]] = {"residual": set(), "inner": set()}
+    for name, module in model.named_modules():
+        if hasattr(module, "w_q"):  # a MultiHeadAttention: its rate on the attention weights
+            rates["inner"].add(module.dropout)
+        elif isinstance(module, torch.nn.Dropout):
+            inner = name.endswith(("feed_forward.dropout", "attn_dropout"))  # the weights' mask of the by-hand path
+            rates["inner" if inner else "residual"].add(module.p)
+    return rates
+
+
+def test_inner_dropout_moves_only_the_attention_weights_and_feed_forward_rates():
+    assert _dropout_rates(Transformer(TransformerConfig.tiny(30, dropout=0.2))) == {"residual": {0.2}, "inner": {0.2}}
+    paper = Transformer(TransformerConfig.tiny(30, dropout=0.2, inner_dropout=0.0))  # the paper's places only
+    assert _dropout_rates(paper) == {"residual": {0.2}, "inner": {0.0}}
+    # a checkpoint's config written before the field existed loads with the rates it trained with
+    old = {k: v for k, v in TransformerConfig.tiny(30, dropout=0.2).to_dict().items() if k != "inner_dropout"}
+    assert TransformerConfig.from_dict(old).inner_dropout is None

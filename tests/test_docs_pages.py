@@ -56,7 +56,7 @@ def _copy(tmp_path: Path) -> Path:
     for page in DOCS:
         shutil.copy(page, tmp_path / "docs" / page.name)
     (tmp_path / "benchmarks" / "results").mkdir(parents=True)
-    for record in (ROOT / "benchmarks" / "results").glob("*.json"):
+    for record in (ROOT / "benchmarks" / "results").glob("*.json*"):  # .json and .jsonl
         shutil.copy(record, tmp_path / "benchmarks" / "results" / record.name)
     shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns(".*", "*.css"))
     return tmp_path
@@ -99,6 +99,15 @@ def test_the_check_catches_a_stale_page_and_changed_data(tmp_path: Path) -> None
     stale, _ = tool.run(root, check=True)
     assert sorted(stale) == ["README.md (setup-times)", "docs/benchmarks.md (translator)",
                              "docs/training.md (translator-headline)"], stale
+
+    # The recipe search's trials, one JSON line each.
+    tool.run(root)
+    path = root / "benchmarks" / "results" / "multi30k-recipes.jsonl"
+    trials = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    trials[0]["valid"]["greedy"] += 1.0
+    path.write_text("".join(json.dumps(t) + "\n" for t in trials), encoding="utf-8")
+    stale, _ = tool.run(root, check=True)
+    assert stale == ["docs/benchmarks.md (recipe-search)"], stale
 
     # The ablation table, between the markers of tools/write_docs.py.
     tool.run(root)

@@ -6,6 +6,7 @@ import dataclasses
 import io
 import json
 from pathlib import Path
+from typing import Any
 import pytest
 import torch
 
@@ -57,6 +58,20 @@ def test_options_given_override_the_laptop_recipe() -> None:
         ("small", 128, 3, 50, 20)
     assert narrow.model_config(8000).d_ff == 1024
     assert TrainOptions(dataset="multi30k", device="cpu", max_steps=5).resolved().epochs is None
+
+
+@pytest.mark.parametrize("length", [dict(epochs=10), dict(max_steps=500), dict(time_budget=600.0)])
+def test_a_length_given_replaces_a_recipes_budget(length: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    timed = {k: v for k, v in CPU_RECIPES["multi30k"].items() if k != "epochs"} | {"minutes": 30}
+    monkeypatch.setitem(CPU_RECIPES, "multi30k", timed)  # a recipe in a time budget
+    assert TrainOptions(dataset="multi30k", device="cpu").resolved().minutes == 30
+    assert TrainOptions(dataset="multi30k", device="cpu").resolved().lr_schedule == "linear_decay"
+    o = TrainOptions(dataset="multi30k", device="cpu", **length).resolved()
+    assert o.minutes is None and o.lr_schedule == "inverse_sqrt"  # the paper's schedule, as without a budget
+    assert (o.epochs, o.max_steps, o.time_budget) == (length.get("epochs"), length.get("max_steps"),
+                                                      length.get("time_budget"))
+    shorter = TrainOptions(dataset="multi30k", device="cpu", minutes=15).resolved()
+    assert (shorter.minutes, shorter.epochs, shorter.lr_schedule) == (15, None, "linear_decay")
 
 
 def test_other_datasets_take_the_same_recipe_everywhere() -> None:

@@ -100,6 +100,20 @@ def test_a_new_plan_keeps_the_rate_continuous_and_reaches_zero_at_its_end(done: 
         schedule.replan(3, 5)
 
 
+@pytest.mark.parametrize("done", [4, 10, 20, 35])  # warming up, at the peak, decaying, near the end
+def test_two_plans_at_one_step_keep_the_rate_where_it_was(done: int) -> None:
+    # A timed run plans at a log step and again after the validation of the same step (an epoch's end); the
+    # second plan once took the update for one still warming up and lifted the rate to done / warmup peaks.
+    schedule = LinearDecayToZero(64, 10, total=45)
+    before = _rates(schedule, done + 1)
+    schedule.replan(47, done)
+    schedule.replan(44, done)
+    after = _rates(schedule, 48)
+    assert after[done] == pytest.approx(before[done], rel=1e-12)
+    assert max(after[done:]) <= transformer_lr(10, 64, 10) * (1 + 1e-12)  # from here on, never above the peak
+    assert after[43] > 0 and after[44:] == [0.0] * 4
+
+
 def test_the_plan_is_kept_in_the_schedulers_state_and_a_restored_one_goes_on_alike() -> None:
     def scheduler() -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
         optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(2))])

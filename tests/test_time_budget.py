@@ -207,8 +207,9 @@ def test_linear_decay_with_max_steps_reaches_zero_at_the_last_step_without_timin
 
 
 def test_runs_without_minutes_keep_their_schedule_and_stop_rule() -> None:
-    assert TrainOptions().lr_schedule == "inverse_sqrt" and TrainOptions(minutes=5).lr_schedule == "linear_decay"
-    assert TrainOptions(minutes=5, lr_schedule="inverse_sqrt").lr_schedule == "inverse_sqrt"  # an ablation's
+    assert TrainOptions().resolved().lr_schedule == "inverse_sqrt"
+    assert TrainOptions(minutes=5).resolved().lr_schedule == "linear_decay"
+    assert TrainOptions(minutes=5, lr_schedule="inverse_sqrt").resolved().lr_schedule == "inverse_sqrt"  # an ablation's
     plain, timed = TrainOptions().resolved(), TrainOptions(minutes=5).resolved()
     assert (plain.epochs, plain.target) == (8, 1.0) and (timed.epochs, timed.target) == (None, None)
     assert TrainOptions(minutes=5, target=0.9).resolved().target == 0.9  # a target given stops it early

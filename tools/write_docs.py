@@ -75,6 +75,11 @@ class Data:
         return self.json("multi30k-cpu.json")
 
     @cached_property
+    def recipe_trials(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in
+                (self.results / "multi30k-recipes.jsonl").read_text(encoding="utf-8").splitlines()]
+
+    @cached_property
     def padding(self) -> dict[str, Any]:
         return self.json("multi30k_padding.json")
 
@@ -345,6 +350,31 @@ def translator_block(data: Data, old: str) -> str:
     return "\n".join(lines)
 
 
+def recipe_search_block(data: Data, old: str) -> str:
+    """docs/benchmarks.md: the trials of the recipe in a time budget (multi30k-recipes.jsonl; recipe_search.py)."""
+    records = data.recipe_trials
+    rows = ["| trial | flags | tokens/s | steps (epochs) | validation loss at the end | greedy | beam 4, alpha 0.6 "
+            "| beam 4, alpha 1.0 | average of the last 3, beam 4 |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in records:
+        v, per_epoch = r["valid"], r["valid_curve"][0]["step"]
+        averaged = next((f"{x:.2f}" for k, x in v.items() if k.startswith("averaged")), "-")
+        resumed = " (resumed once)" if r.get("invocations", 1) > 1 else ""
+        flags = f"`{' '.join(r['flags'])}`" if r["flags"] else "(the laptop recipe)"
+        rows.append(f"| `{r['trial']}`{resumed} | {flags} | "
+                    f"{r['tokens_per_s_median']:,.0f} | {r['steps']:,} ({r['steps'] / per_epoch:.1f}) | "
+                    f"{r['valid_curve'][-1]['val_loss']:.3f} | {v['greedy']:.2f} | {v['beam4_alpha0.6']:.2f} | "
+                    f"{v['beam4_alpha1.0']:.2f} | {averaged} |")
+    scored = [(x, k, r["trial"]) for r in records for k, x in r["valid"].items() if k != "scoring_seconds"]
+    best, how, trial = max(scored)
+    budgets = sorted({f"{r['minutes']:g}" for r in records})
+    head = (f"{len(records)} trials of {', '.join(budgets)} minutes each on {data.translator['machine']['cpu_count']} "
+            f"CPU cores, one seed, scored on all {records[0]['valid_sentences']:,} validation pairs "
+            "(sacreBLEU, cased, detokenized):")
+    named = re.sub(r"averaged(\d+)_", r"the average of the last \1, ", how).replace("beam4_alpha", "beam 4, alpha ")
+    tail = f"Best on validation so far: `{trial}`, {best:.2f} ({named})."
+    return "\n".join([head, "", *rows, "", tail])
+
+
 def step_ideas_block(data: Data, old: str) -> str:
     """docs/benchmarks.md: one training step of the laptop translator, idea by idea (cpu-step-ideas.json)."""
     record = data.step_ideas
@@ -433,6 +463,7 @@ BLOCKS: dict[str, Block] = {
     "dates-checkpoints": Block("docs/training.md", dates_checkpoints_block),
     "compare-torch": Block("docs/benchmarks.md", compare_torch_block),
     "translator": Block("docs/benchmarks.md", translator_block),
+    "recipe-search": Block("docs/benchmarks.md", recipe_search_block),
     "step-ideas": Block("docs/benchmarks.md", step_ideas_block),
     "padding": Block("docs/benchmarks.md", padding_block),
     "gpu-profile": Block("docs/benchmarks.md", gpu_profile_block),

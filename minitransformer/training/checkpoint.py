@@ -258,14 +258,18 @@ def _check_sizes(checkpoint: dict[str, Any], path: str | Path) -> None:
                               f"{'; '.join(wrong[:3])}{more}")
 
 
+#: Config fields a checkpoint's weights do not depend on: a model may load them with other values.
+WEIGHTLESS = ("dropout", "inner_dropout")
+
+
 def check_compatible(checkpoint: dict[str, Any], config: TransformerConfig, path: str | Path = "") -> None:
     """Raise :class:`CheckpointError` unless the checkpoint was written for a model of ``config``.
 
-    Dropout may differ (it has no weights); every size must match.
+    Dropout may differ (:data:`WEIGHTLESS`); every size must match.
     """
     theirs = TransformerConfig.from_dict(checkpoint["config"]).to_dict()
     ours = config.to_dict()
-    differ = [k for k in ours if k != "dropout" and ours[k] != theirs.get(k)]
+    differ = [k for k in ours if k not in WEIGHTLESS and ours[k] != theirs.get(k)]
     if differ:
         written = ", ".join(f"{k}={theirs.get(k)}" for k in differ)
         current = ", ".join(f"{k}={ours[k]}" for k in differ)
@@ -292,7 +296,7 @@ def check_same_run(checkpoint: dict[str, Any], path: str | Path) -> None:
     if run is None or ours is None:
         return
     theirs = TransformerConfig.from_dict(checkpoint["config"]).to_dict()
-    sizes = [k for k in ours if k != "dropout" and ours[k] != theirs.get(k)]
+    sizes = [k for k in ours if k not in WEIGHTLESS and ours[k] != theirs.get(k)]
     run_options, options = run.get("options") or {}, checkpoint.get("options") or {}
     data = [k for k in RUN_DATA_OPTIONS if k in run_options and k in options and run_options[k] != options[k]]
     if not sizes and not data:

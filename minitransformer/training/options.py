@@ -107,6 +107,9 @@ class TrainOptions:
                               otherwise="the preset's")
     layers: int | None = option(None, "layers N of the encoder and of the decoder", "model", otherwise="the preset's")
     dropout: float | None = option(None, "dropout P_drop", "model", otherwise="the preset's")
+    inner_dropout: float | None = option(None, "dropout on the attention weights and the feed-forward's hidden units "
+                                         "(where nn.Transformer has it; the paper names only P_drop's places)",
+                                         "model", otherwise="--dropout's")
     norm_first: bool | None = option(None, "pre-LN layers, a departure from the paper's post-LN (default: post-LN)",
                                      "model")
     embedding_init: str | None = option(None, "start of the token embedding tables: normal, N(0, 1/d_model), the "
@@ -171,14 +174,12 @@ class TrainOptions:
                             "length penalty 0.6 (paper: 4); 1: greedy only", "output")
 
     def __post_init__(self) -> None:
-        if self.lr_schedule is None:
-            self.lr_schedule = "linear_decay" if self.minutes is not None else "inverse_sqrt"
         self._check_types()
         if self.dataset not in DATASETS:
             raise ValueError(f"dataset must be one of {DATASETS}, got {self.dataset!r}")
         if self.preset is not None and self.preset not in PRESETS:
             raise ValueError(f"preset must be one of {PRESETS}, got {self.preset!r}")
-        if self.lr_schedule not in LR_SCHEDULES:
+        if self.lr_schedule is not None and self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
@@ -205,14 +206,15 @@ class TrainOptions:
         if self.time_budget is not None and not self.time_budget > 0:
             raise ValueError(f"time_budget must be a positive number of seconds, got {self.time_budget}")
         self._check_minutes()
-        for name in ("label_smoothing", "clip_norm", "dropout", "lr_factor", "target"):
+        for name in ("label_smoothing", "clip_norm", "dropout", "inner_dropout", "lr_factor", "target"):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number, got {value}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
-        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        for name in ("dropout", "inner_dropout"):
+            if getattr(self, name) is not None and not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
         if self.clip_norm < 0:
             raise ValueError(f"clip_norm must be >= 0 (0 switches clipping off), got {self.clip_norm}")
         if self.lr_factor is not None and not self.lr_factor > 0:
@@ -268,17 +270,23 @@ class TrainOptions:
     def resolved(self) -> TrainOptions:
         """A copy with every None that the recipe for the run's device knows filled in, and ``out`` set.
 
-        ``epochs`` stays None (no limit) when ``max_steps`` or ``minutes`` is given; with ``minutes``, so does
-        the recipe's ``target``: a timed run uses its time, so that its learning rate reaches zero.
+        A recipe's ``minutes`` (the laptop translator's budget) gives way to a length given in ``epochs``,
+        ``max_steps`` or ``time_budget``. ``epochs`` stays None (no limit) when ``max_steps`` or ``minutes`` is
+        set; with ``minutes``, so does the recipe's ``target``: a timed run uses its time, so that its learning
+        rate reaches zero. ``lr_schedule`` left at None is linear_decay with ``minutes``, else inverse_sqrt.
         """
         defaults = recipe(self.dataset, self.device)
-        if self.max_steps is not None or self.minutes is not None:
+        if self.epochs is not None or self.max_steps is not None or self.time_budget is not None:
+            defaults.pop("minutes", None)  # a length given in epochs, steps or seconds replaces the recipe's budget
+        minutes = self.minutes if self.minutes is not None else defaults.get("minutes")
+        if self.max_steps is not None or minutes is not None:
             defaults.pop("epochs", None)
-        if self.minutes is not None:
+        if minutes is not None:
             defaults.pop("target", None)
+        defaults.setdefault("lr_schedule", "linear_decay" if minutes is not None else "inverse_sqrt")
         if self.preset is not None and self.preset != defaults.get("preset"):
             # An explicitly chosen preset brings its own sizes, not the recipe's overrides.
-            for name in ("d_model", "n_heads", "d_ff", "layers", "dropout"):
+            for name in ("d_model", "n_heads", "d_ff", "layers", "dropout", "inner_dropout"):
                 defaults.pop(name, None)
         changes = {k: v for k, v in defaults.items() if getattr(self, k) is None}
         changes.update(self._languages())
@@ -301,7 +309,7 @@ class TrainOptions:
     def model_config(self, vocab_size: int, pad_id: int = 0) -> TransformerConfig:
         """The model's config: the preset, then every size given here."""
         overrides: dict[str, Any] = {"pad_id": pad_id}
-        for name in ("d_model", "n_heads", "d_ff", "dropout", "norm_first", "embedding_init"):
+        for name in ("d_model", "n_heads", "d_ff", "dropout", "inner_dropout", "norm_first", "embedding_init"):
             if getattr(self, name) is not None:
                 overrides[name] = getattr(self, name)
         if self.layers is not None:

@@ -110,7 +110,7 @@ class LinearDecayToZero(ConstantAtPeak):
         if total < done:
             raise ValueError(f"a plan cannot end before the updates already done: total={total}, done={done}")
         nxt = done + 1
-        if nxt <= self.knee_step:
+        if nxt <= min(self.knee_step, self.warmup):  # not "<= knee_step": a second plan at one step is past it
             # Still warming up: the ramp goes on to its top, or to the middle of a plan too short for it.
             self.knee_step = max(nxt, min(self.warmup, (total + 1) / 2))
             self.knee_value = self.knee_step / self.warmup
