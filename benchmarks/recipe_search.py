@@ -146,17 +146,24 @@ def run_trial(name: str, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def outcome(record: dict[str, Any]) -> dict[str, Any]:
+    """What a finished trial reached: its epochs, its last validation loss and its averaged score (or None)."""
+    per_epoch = record["valid_curve"][0]["step"]  # the first check is the first epoch's end
+    averaged = next((x for k, x in record["valid"].items() if k.startswith("averaged")), None)
+    return {"epochs": record["steps"] / per_epoch, "val_loss": record["valid_curve"][-1]["val_loss"],
+            "averaged": averaged}
+
+
 def table(records: list[dict[str, Any]]) -> list[str]:
     """One line per finished trial: its flags, speed, steps and validation BLEU."""
     lines = [f"{'trial':18} {'min':>4} {'tok/s':>6} {'steps':>6} {'epochs':>6} {'val loss':>8} {'greedy':>7} "
              f"{'beam a0.6':>9} {'beam a1.0':>9} {'avg beam':>8}  flags"]
     for r in records:
-        v, end = r["valid"], r["valid_curve"][-1]
-        averaged = next((x for k, x in v.items() if k.startswith("averaged")), float("nan"))
+        v, o = r["valid"], outcome(r)
+        averaged = float("nan") if o["averaged"] is None else o["averaged"]
         speed = r.get("tokens_per_s_median") or float("nan")
-        per_epoch = r["valid_curve"][0]["step"]  # the first check is the first epoch's end
         lines.append(f"{r['trial']:18} {r['minutes']:>4g} {speed:>6,.0f} {r['steps']:>6} "
-                     f"{r['steps'] / per_epoch:>6.1f} {end['val_loss']:>8.3f} "
+                     f"{o['epochs']:>6.1f} {o['val_loss']:>8.3f} "
                      f"{v['greedy']:>7.2f} {v['beam4_alpha0.6']:>9.2f} {v['beam4_alpha1.0']:>9.2f} {averaged:>8.2f}  "
                      f"{shlex.join(r['flags'])}")
     return lines

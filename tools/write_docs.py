@@ -352,17 +352,17 @@ def translator_block(data: Data, old: str) -> str:
 
 def recipe_search_block(data: Data, old: str) -> str:
     """docs/benchmarks.md: the trials of the recipe in a time budget (multi30k-recipes.jsonl; recipe_search.py)."""
+    from benchmarks.recipe_search import outcome
     records = data.recipe_trials
     rows = ["| trial | flags | tokens/s | steps (epochs) | validation loss at the end | greedy | beam 4, alpha 0.6 "
             "| beam 4, alpha 1.0 | average of the last 3, beam 4 |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in records:
-        v, per_epoch = r["valid"], r["valid_curve"][0]["step"]
-        averaged = next((f"{x:.2f}" for k, x in v.items() if k.startswith("averaged")), "-")
+        v, o = r["valid"], outcome(r)
+        averaged = "-" if o["averaged"] is None else f"{o['averaged']:.2f}"
         resumed = " (resumed once)" if r.get("invocations", 1) > 1 else ""
         flags = f"`{' '.join(r['flags'])}`" if r["flags"] else "(the laptop recipe)"
         rows.append(f"| `{r['trial']}`{resumed} | {flags} | "
-                    f"{r['tokens_per_s_median']:,.0f} | {r['steps']:,} ({r['steps'] / per_epoch:.1f}) | "
-                    f"{r['valid_curve'][-1]['val_loss']:.3f} | {v['greedy']:.2f} | {v['beam4_alpha0.6']:.2f} | "
+                    f"{r['tokens_per_s_median']:,.0f} | {r['steps']:,} ({o['epochs']:.1f}) | {o['val_loss']:.3f} | {v['greedy']:.2f} | {v['beam4_alpha0.6']:.2f} | "
                     f"{v['beam4_alpha1.0']:.2f} | {averaged} |")
     scored = [(x, k, r["trial"]) for r in records for k, x in r["valid"].items() if k != "scoring_seconds"]
     best, how, trial = max(scored)
