@@ -70,6 +70,8 @@ TRIALS: dict[str, list[str]] = {
     # on the best so far, label smoothing 0.2 without dropout: a narrower feed-forward (a cheaper step, more
     # epochs), and the paper's schedule cut off by the budget (the control for the decay to zero)
     "drop0-v4000-ls0.2-ff512": ["--dropout", "0", "--vocab-size", "4000", "--label-smoothing", "0.2", "--d-ff", "512"],
+    # the two best regularisers together: P_drop 0.1 at the paper's places only, and label smoothing 0.2
+    "v4000-inner0-ls0.2": ["--inner-dropout", "0", "--vocab-size", "4000", "--label-smoothing", "0.2"],
     "drop0-v4000-ls0.2-invsqrt": ["--dropout", "0", "--vocab-size", "4000", "--label-smoothing", "0.2",
                                   "--lr-schedule", "inverse_sqrt"],
 }
