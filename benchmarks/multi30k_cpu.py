@@ -2,8 +2,9 @@
 
 Usage:
     python -m benchmarks.multi30k_cpu                      # seed 0: about half an hour on 2 idle cores
-    python -m benchmarks.multi30k_cpu --seeds 0 1 2 --also-minutes 15 60
-                                                           # the spread over seeds, and what other budgets buy
+    python -m benchmarks.multi30k_cpu --seeds 0 1 2 --also-minutes 15 60 --busy-run 1
+                                                           # the spread over seeds, what other budgets buy,
+                                                           # and the budget on a machine with a core busy
     python -m benchmarks.multi30k_cpu --data-dir DIR --seeds 0 --minutes 1 --also-minutes 0.5 \\
         --train-size 2000 --out /tmp/m30k --runs /tmp/m30k-runs   # the same code path in a few minutes
 
@@ -12,8 +13,10 @@ from scratch (the BPE vocabulary included: its cache is switched off) with the l
 that the package picks on a machine without a CUDA GPU, into ``runs/multi30k`` (seed 0) or
 ``runs/multi30k-seed<N>``; ``--minutes`` gives it a time budget (``train --minutes``), ``--epochs`` a
 number of epochs, and ``--also-minutes`` adds one run of the first seed per other budget
-(``runs/multi30k-m<M>``). After training, the record adds what ``translate --beam 4`` gives
-with the average of the last five epoch checkpoints (the paper's section 6.1 averages too).
+(``runs/multi30k-m<M>``); ``--busy-run N`` adds one run of the first seed in the main budget with N
+processes spinning a core each beside it (``runs/multi30k-busy<N>``): a slower machine, whose record is
+kept apart from the quiet runs, never averaged with them. After training, the record adds what ``translate --beam 4`` gives
+with the average of the last three epoch checkpoints (the paper's section 6.1 averages too).
 
 Writes ``<out>/multi30k-cpu.json`` (every setting, the machine, its cores and load average, torch
 and the commit, each run's training curve and speed, validation BLEU against wall-clock minutes,
@@ -56,8 +59,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 #: Test sentences kept in the record with their translations.
 SAMPLES = 12
-#: Epoch checkpoints averaged for the extra test score.
-AVERAGED = 5
+#: Epoch checkpoints averaged for the extra test score: as many as the recipe search averaged on validation.
+AVERAGED = 3
+NUMBERS = {2: "two", 3: "three", 4: "four", 5: "five"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--minutes", type=float, help="the time budget of each seed's run (default: the recipe's)")
     p.add_argument("--also-minutes", type=float, nargs="*", default=[],
                    help="other budgets, one run each with the first seed: what less or more time buys")
+    p.add_argument("--busy-run", type=int, default=0, metavar="N",
+                   help="one more run of the first seed with N processes spinning a core each beside it (a slower "
+                        "machine), recorded apart from the quiet runs (default: 0, none)")
     p.add_argument("--epochs", type=int, help="a fixed number of epochs instead of a time budget")
     p.add_argument("--train-size", type=int, help="use only the first N training pairs (a quick check)")
     p.add_argument("--runs", default="runs", help="folder of the run folders (default: runs)")
@@ -94,7 +101,7 @@ def machine() -> dict[str, Any]:
             "cpu_count": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__}
 
 
-def averaged_scores(run: Path, test: list[tuple[str, str]], threads: int) -> dict[str, Any] | None:
+def averaged_scores(run: Path, test: list[tuple[str, str]], threads: int, alpha: float) -> dict[str, Any] | None:
     """Greedy and beam-4 test BLEU of the average of the run's last ``AVERAGED`` epoch checkpoints."""
     files = list_checkpoints(run)[-AVERAGED:]
     if len(files) < 2:
@@ -103,7 +110,7 @@ def averaged_scores(run: Path, test: list[tuple[str, str]], threads: int) -> dic
     averaged = run / "averaged.pt"
     atomic_torch_save(average_checkpoints(files), averaged)
     model, tokenizer, _ = load_model(averaged)
-    return {"checkpoints": [f.name for f in files], **corpus_scores(model, tokenizer, test)}
+    return {"checkpoints": [f.name for f in files], **corpus_scores(model, tokenizer, test, alpha=alpha)}
 
 
 class LoadSampler:
@@ -128,17 +135,26 @@ class LoadSampler:
         self.samples.append(os.getloadavg()[0])
 
 
-def one_run(seed: int, minutes: float | None, args: argparse.Namespace) -> dict[str, Any]:
-    """Train one seed from scratch in ``minutes`` (None: the recipe's budget or ``--epochs``); its record."""
-    name = "multi30k" + ("" if minutes == args.minutes else f"-m{minutes:g}") + (f"-seed{seed}" if seed else "")
+def one_run(seed: int, minutes: float | None, args: argparse.Namespace, busy: int = 0) -> dict[str, Any]:
+    """Train one seed from scratch in ``minutes`` (None: the recipe's budget or ``--epochs``), with ``busy``
+    processes spinning a core each beside it; its record."""
+    name = ("multi30k" + ("" if minutes == args.minutes else f"-m{minutes:g}") + (f"-seed{seed}" if seed else "")
+            + (f"-busy{busy}" if busy else ""))
     out = Path(args.runs) / name
     options = TrainOptions(dataset="multi30k", data_dir=args.data_dir, device="cpu", threads=args.threads,
                            epochs=args.epochs, minutes=minutes, train_size=args.train_size, seed=seed,
                            out=str(out), overwrite=True, show=SAMPLES).resolved()
     commit = git_commit()  # the code this run trains with (taken now: the checkout may change while it runs)
     started = time.time()
-    with LoadSampler() as load:
-        result = train(options)
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    try:
+        with LoadSampler() as load:
+            result = train(options)
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+    wall = time.time() - started  # train's own wall time: BPE, training, validation and its test decode
     if result.interrupted:
         raise KeyboardInterrupt
     records = read_log(out / "log.jsonl")
@@ -148,12 +164,12 @@ def one_run(seed: int, minutes: float | None, args: argparse.Namespace) -> dict[
     test = next(r for r in records if r["event"] == "test")
     test_beam = next(r for r in records if r["event"] == "test_beam")
     pairs = load_multi30k("test", args.data_dir)
-    averaged = averaged_scores(out, pairs, setup["threads"])
+    averaged = averaged_scores(out, pairs, setup["threads"], options.beam_alpha)
     return {
-        "seed": seed, "minutes": options.minutes, "commit": commit, "run_dir": str(out),
+        "seed": seed, "minutes": options.minutes, "busy_processes": busy, "commit": commit, "run_dir": str(out),
         "options": options.to_dict(), "threads": setup["threads"],
         "config": setup["config"], "parameters": setup["parameters"], "vocab_size": setup["vocab_size"],
-        "steps": result.step, "train_seconds": result.seconds, "wall_seconds": time.time() - started,
+        "steps": result.step, "train_seconds": result.seconds, "wall_seconds": wall,
         "first_step_minutes": next((since_start(r) for r in records if r["event"] == "train"), None),
         "load_average": {"start": load.samples[0], "end": load.samples[-1], "mean": statistics.fmean(load.samples),
                          "max": max(load.samples), "samples_every_s": load.every},
@@ -172,24 +188,29 @@ def spread(values: list[float]) -> dict[str, Any]:
             "min": min(values), "max": max(values), "values": values, "n": len(values)}
 
 
-def save_figure(runs: list[dict[str, Any]], budgets: list[dict[str, Any]], path: Path) -> None:
+def save_figure(runs: list[dict[str, Any]], budgets: list[dict[str, Any]], loaded: list[dict[str, Any]],
+                path: Path) -> None:
     """Left: validation BLEU against wall-clock minutes, every run, its test score a star at its end. Right:
-    test2016 BLEU against the budget (the seeds of the main budget as dots, other budgets with one seed)."""
+    test2016 BLEU against the budget (the seeds of the main budget as dots, other budgets with one seed as
+    stars, a run beside busy cores as a cross)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (curves, budget) = plt.subplots(1, 2, figsize=(10.5, 4.0), gridspec_kw={"width_ratios": [3, 2]})
-    for run in runs + budgets:
-        other = run in budgets
+    for run in runs + budgets + loaded:
+        kind = "budget" if run in budgets else "loaded" if run in loaded else "seed"
         points = [(v["minutes"], v["bleu"]) for v in run["validation"] if v["bleu"] is not None]
         what = f"{run['minutes']:g} min, seed {run['seed']}" if run.get("minutes") else f"seed {run['seed']}"
-        (line,) = curves.plot(*zip(*points), marker=".", linestyle="--" if other else "-", label=what)
+        if kind == "loaded":
+            what += f", {run['busy_processes']} core{'s' if run['busy_processes'] > 1 else ''} busy"
+        (line,) = curves.plot(*zip(*points), marker=".", label=what,
+                              linestyle={"seed": "-", "budget": "--", "loaded": ":"}[kind])
         curves.scatter([run["test"]["minutes_at_end"]], [run["test"]["beam4"]], marker="*", s=140,
                        color=line.get_color(), zorder=3)
         budget.scatter([run.get("minutes") or run["train_seconds"] / 60], [run["test"]["beam4"]],
-                       color=line.get_color(), marker="*" if other else "o", zorder=3)
+                       color=line.get_color(), marker={"seed": "o", "budget": "*", "loaded": "x"}[kind], zorder=3)
     curves.set_xlabel("wall-clock minutes from the start (BPE included)")
     curves.set_ylabel("sacreBLEU")
     curves.set_title("validation (300 sentences, greedy); star: test2016, beam 4", fontsize=9)
@@ -219,7 +240,9 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
              + budget,
              f"**{minutes['mean']:.0f} minutes** of wall time from the start, BPE included{spread_of(minutes, ' min')}"]
     if s.get("averaged_beam4"):
-        lines.append(f"the average of the last five epoch checkpoints: {s['averaged_beam4']['mean']:.1f} with beam 4")
+        count = len(runs[0]["test"]["averaged_last"]["checkpoints"])
+        lines.append(f"the average of the last {NUMBERS.get(count, count)} epoch checkpoints: "
+                     f"{s['averaged_beam4']['mean']:.1f} with beam 4")
     for r in runs:
         a = r["load_average"]
         speeds = [c["tokens_per_s"] for c in r.get("curve", [])]
@@ -231,6 +254,15 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     for r in result.get("other_budgets", []):
         lines.append(f"the same command in {r['minutes']:g} minutes (seed {r['seed']}, {r['steps']:,} steps): test2016 "
                      f"sacreBLEU {r['test']['beam4']:.1f} with beam 4, {r['test']['greedy']:.1f} greedy")
+    quiet = statistics.median(c["tokens_per_s"] for c in runs[0].get("curve", [{"tokens_per_s": float("nan")}]))
+    for r in result.get("loaded", []):
+        busy = r["busy_processes"]
+        speed = statistics.median(c["tokens_per_s"] for c in r["curve"])
+        lines.append(f"beside {busy} process{'es' if busy > 1 else ''} spinning a core (seed {r['seed']}, a slower "
+                     f"machine: a median of {speed:,.0f} tokens per second, {speed / quiet:.2f} times seed "
+                     f"{runs[0]['seed']}'s): **{r['wall_seconds'] / 60:.1f} minutes** of wall time, test included, for a "
+                     f"{r['minutes']:g}-minute budget, {r['steps']:,} steps, test2016 sacreBLEU {r['test']['beam4']:.1f} "
+                     f"with beam 4")
     return lines
 
 
@@ -245,23 +277,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     partial = folder / "multi30k-cpu.partial.jsonl"
     if args.fresh and partial.exists():
         partial.unlink()
-    # a finished run is known by its seed and budget (an epoch-based run's budget is None)
-    done = {(r["seed"], r.get("minutes")): r for r in map(json.loads, partial.read_text().splitlines())} \
-        if partial.exists() else {}
+    # a finished run is known by its seed, budget (an epoch-based run's is None) and busy cores beside it
+    done = {(r["seed"], r.get("minutes"), r.get("busy_processes", 0)): r
+            for r in map(json.loads, partial.read_text().splitlines())} if partial.exists() else {}
     main_minutes = TrainOptions(dataset="multi30k", device="cpu", epochs=args.epochs,
                                 minutes=args.minutes).resolved().minutes
-    wanted = [(seed, args.minutes, main_minutes) for seed in args.seeds]
-    wanted += [(args.seeds[0], m, m) for m in args.also_minutes if m != main_minutes]
-    for seed, minutes, resolved in wanted:
-        if (seed, resolved) in done:
-            print(f"seed {seed}, {resolved} minutes: already measured ({partial}), skipped")
+    first = args.seeds[0]
+    runs_wanted = [(seed, args.minutes, main_minutes, 0) for seed in args.seeds]
+    budgets_wanted = [(first, m, m, 0) for m in args.also_minutes if m != main_minutes]
+    loaded_wanted = [(first, args.minutes, main_minutes, args.busy_run)] if args.busy_run else []
+    for seed, minutes, resolved, busy in runs_wanted + budgets_wanted + loaded_wanted:
+        if (seed, resolved, busy) in done:
+            print(f"seed {seed}, {resolved} minutes, {busy} busy: already measured ({partial}), skipped")
             continue
-        record = one_run(seed, minutes, args)
+        record = one_run(seed, minutes, args, busy)
         with partial.open("a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
-        done[seed, resolved] = record
-    runs = [done[s, main_minutes] for s in args.seeds]
-    budgets = [done[args.seeds[0], m] for _, _, m in wanted[len(args.seeds):]]
+        done[seed, resolved, busy] = record
+    runs, budgets, loaded = ([done[s, m, b] for s, _, m, b in wanted]
+                             for wanted in (runs_wanted, budgets_wanted, loaded_wanted))
     settings = {k: v for k, v in runs[0]["options"].items() if k not in ("seed", "out", "overwrite")}
     result = {
         "schema": 1,
@@ -279,9 +313,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "runs": runs,
         # the same command in other budgets, one seed each: what less or more time buys
         "other_budgets": budgets,
+        # the same command with cores kept busy beside it: a slower machine, never averaged with the quiet runs
+        "loaded": loaded,
     }
     path = atomic_write(folder / "multi30k-cpu.json", lambda f: f.write(json.dumps(result, indent=1).encode()))
-    save_figure(runs, budgets, folder / "multi30k-cpu.png")
+    save_figure(runs, budgets, loaded, folder / "multi30k-cpu.png")
     print(f"\nwrote {path} and {folder / 'multi30k-cpu.png'}")
     for line in summary_lines(result):
         print(line)

@@ -4,6 +4,7 @@ Usage:
     python -m benchmarks.recipe_search --list                                  # the trials and their flags
     python -m benchmarks.recipe_search base b2048 --minutes 30 --threads 1     # two trials, one after the other
     python -m benchmarks.recipe_search base --minutes 1 --train-size 2000 --valid 100 --results /tmp/r.jsonl
+    python -m benchmarks.recipe_search v4000-inner0-ls0.2 --alphas 1.4 2.0         # more length penalties, later
 
 Each trial is ``python -m minitransformer train --dataset multi30k --minutes M`` with the flags of
 :data:`TRIALS` (from scratch, BPE included), then scored on the validation split (1,014 pairs, never the
@@ -11,7 +12,8 @@ test set: choices are made on validation), greedy and beam 4 with two length pen
 the average of the last epoch checkpoints. One JSON line per finished trial goes to ``--results``; a
 trial already there is skipped, so an interrupted search resumes. Two trials on one thread each can run
 side by side on 2 cores (each then sees a machine with one core busy: the issue's "slower machine").
-The training run's own test score is in its log.jsonl; the search does not read it.
+The training run's own test score is in its log.jsonl; the search does not read it. ``--alphas`` scores
+finished trials again, beam 4 with other length penalties, into their lines (``beam4_alpha<A>``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from minitransformer.evaluation import bleu, translate_sentences
 from minitransformer.training import read_log
 from minitransformer.training.checkpoint import (atomic_torch_save, average_checkpoints, list_checkpoints,
                                                  load_model)
+from minitransformer.utils import atomic_write
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -109,8 +112,44 @@ def valid_scores(run: Path, pairs: list[tuple[str, str]], average: int) -> dict[
     return found
 
 
+def run_folder(name: str, args: argparse.Namespace) -> Path:
+    return Path(args.runs) / f"{name}-m{args.minutes:g}-s{args.seed}"
+
+
+def score_alphas(args: argparse.Namespace) -> None:
+    """Beam 4 with each of ``args.alphas`` on the validation pairs, for the named finished trials: their last
+    checkpoint and the average of their last ``args.average``, as the trial's own scores; the new scores are
+    written into their lines of ``args.results``."""
+    results = Path(args.results)
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    pairs = load_multi30k("validation", args.data_dir)[: args.valid]
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    for name in args.trials:
+        found = [r for r in records if (r["trial"], r["minutes"], r["seed"], r["train_size"]) ==
+                 (name, args.minutes, args.seed, args.train_size)]
+        if not found:
+            raise SystemExit(f"{name}: no finished trial of {args.minutes:g} minutes, seed {args.seed} in {results}")
+        record = found[0]
+        if len(pairs) != record["valid_sentences"]:
+            raise SystemExit(f"{name} was scored on {record['valid_sentences']} validation pairs, not {len(pairs)}")
+        files = list_checkpoints(run_folder(name, args))
+        averaged = run_folder(name, args) / "averaged.pt"
+        atomic_torch_save(average_checkpoints(files[-args.average:]), averaged)
+        for prefix, path in (("", files[-1]), (f"averaged{min(args.average, len(files))}_", averaged)):
+            model, tokenizer, _ = load_model(path)
+            for alpha in args.alphas:
+                key = f"{prefix}beam4_alpha{alpha}"
+                if key not in record["valid"]:
+                    record["valid"][key] = score(model, tokenizer, pairs, 4, alpha)
+                print(f"{name}: {prefix.replace('_', ' ') or 'last '}beam 4, alpha {alpha:g}: {record['valid'][key]:.2f}",
+                      flush=True)
+        averaged.unlink()
+        atomic_write(results, lambda f: f.write("".join(json.dumps(r) + "\n" for r in records).encode()))
+
+
 def run_trial(name: str, args: argparse.Namespace) -> dict[str, Any]:
-    out = Path(args.runs) / f"{name}-m{args.minutes:g}-s{args.seed}"
+    out = run_folder(name, args)
     command = [sys.executable, "-m", "minitransformer", "train", "--dataset", "multi30k", "--minutes",
                f"{args.minutes:g}", "--seed", str(args.seed), "--out", str(out), "--show", "0",
                "--test-beam", "1", *TRIALS[name]]
@@ -148,6 +187,8 @@ def run_trial(name: str, args: argparse.Namespace) -> dict[str, Any]:
         "invocations": sum(r["event"] == "setup" for r in records),  # 2 or more: interrupted and resumed
         "parameters": setup.get("parameters"), "steps": epochs[-1]["step"] if epochs else None,
         "epochs": len(epochs), "train_seconds": done[-1]["seconds"] if done else None,
+        # the epochs the budget held, fractional: the first check is the first epoch's end
+        "epochs_run": round(epochs[-1]["step"] / epochs[0]["step"], 2) if epochs else None,
         # the in-run validation: the first --valid-sentences pairs, greedy
         "valid_curve": [{"epoch": r["epoch"], "step": r["step"], "minutes": round((r["time"] - setup["time"]) / 60, 2),
                          "val_loss": r["val_loss"], "val_bleu": r.get("val_bleu")} for r in epochs],
@@ -157,9 +198,8 @@ def run_trial(name: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def outcome(record: dict[str, Any]) -> dict[str, Any]:
     """What a finished trial reached: its epochs, its last validation loss and its averaged score (or None)."""
-    per_epoch = record["valid_curve"][0]["step"]  # the first check is the first epoch's end
-    averaged = next((x for k, x in record["valid"].items() if k.startswith("averaged")), None)
-    return {"epochs": record["steps"] / per_epoch, "val_loss": record["valid_curve"][-1]["val_loss"],
+    averaged = next((x for k, x in record["valid"].items() if k.startswith("averaged") and k.endswith("alpha0.6")), None)
+    return {"epochs": record["epochs_run"], "val_loss": record["valid_curve"][-1]["val_loss"],
             "averaged": averaged}
 
 
@@ -183,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("trials", nargs="*", help=f"names of trials: {', '.join(TRIALS)}")
     p.add_argument("--list", action="store_true", help="print the trials and their flags")
     p.add_argument("--table", action="store_true", help="print the finished trials of --results")
+    p.add_argument("--alphas", type=float, nargs="+", help="score the named finished trials again: beam 4 with "
+                   "these length penalties on validation, written into their lines of --results")
     p.add_argument("--minutes", type=float, default=30.0, help="the budget of each trial (default: 30)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, help="CPU threads of each trial (default: train's choice)")
@@ -203,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [t for t in args.trials if t not in TRIALS]
     if unknown:
         p.error(f"unknown trials {unknown}; known: {', '.join(TRIALS)}")
+    if args.alphas:
+        score_alphas(args)
+        return 0
     results = Path(args.results)
     finished = set()
     if results.exists():

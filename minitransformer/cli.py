@@ -124,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--batch-size", type=int, default=64, help="sentences decoded together (default: 64)")
     translate.add_argument("--beam", type=int, default=1, help="beam size; 1 is greedy decoding, the paper used 4 "
                                                               "(default: 1)")
-    translate.add_argument("--alpha", type=float, default=0.6, help="length penalty of beam search (paper: 0.6)")
+    translate.add_argument("--alpha", type=float, help="length penalty of beam search (default: the one the model's "
+                                                       "training chose for its test, else the paper's 0.6)")
     translate.add_argument("--extra-length", type=int, default=50, help="output tokens allowed beyond the source "
                                                                        "length (default: 50)")
     attention = commands.add_parser("attention", help="draw a trained model's attention maps for one sentence",
@@ -311,7 +312,7 @@ def _run_translate(args: argparse.Namespace) -> int:
     from .utils import get_device
 
     check_device_name(args.device, "--device")
-    if not math.isfinite(args.alpha) or args.alpha < 0:
+    if args.alpha is not None and (not math.isfinite(args.alpha) or args.alpha < 0):
         raise ValueError(f"--alpha (the length penalty of beam search) must be a finite number >= 0, got {args.alpha}")
     if args.extra_length < 0:
         raise ValueError(f"--extra-length (output tokens allowed beyond the source length) must be >= 0, "
@@ -333,10 +334,12 @@ def _run_translate(args: argparse.Namespace) -> int:
     for number, ids in zip(numbers, encoded):
         check_source_length(model, ids, f"sentence {number}")
     beam = _beam_size(args.beam, model, args.batch_size, max(map(len, encoded)), args.extra_length, device)
+    chosen = (checkpoint.get("options") or {}).get("beam_alpha")  # None in checkpoints from before the option
+    alpha = args.alpha if args.alpha is not None else 0.6 if chosen is None else chosen
     warnings = unfamiliar_input(sentences, tokenizer, checkpoint.get("options", {}),
                                  training_length(checkpoint, args.checkpoint), numbers)
     translations, notes = translate_with_notes(model, tokenizer, sentences, device, args.batch_size,
-                                               args.extra_length, beam_size=beam, alpha=args.alpha)
+                                               args.extra_length, beam_size=beam, alpha=alpha)
     warnings += [f"sentence {k} ({sentence[:40]!r}): {note}; its translation is unreliable"
                  for k, sentence, note in zip(numbers, sentences, notes) if note]
     for warning in warnings:

@@ -135,8 +135,9 @@ def beam_wins(model: Transformer, tokenizer: SharedTokenizer, pairs: list[tuple[
 
 
 def corpus_scores(model: Transformer, tokenizer: SharedTokenizer, pairs: list[tuple[str, str]],
-                  beam_size: int = 4) -> dict[str, float]:
-    """Corpus sacreBLEU (13a, cased, detokenized) of greedy and beam search translations, and their seconds."""
+                  beam_size: int = 4, alpha: float = 0.6) -> dict[str, float]:
+    """Corpus sacreBLEU (13a, cased, detokenized) of greedy and beam search translations (length penalty
+    ``alpha``), and their seconds."""
     import time
 
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
@@ -144,7 +145,8 @@ def corpus_scores(model: Transformer, tokenizer: SharedTokenizer, pairs: list[tu
     # The batch sizes of the training run's own test (Trainer.translate), so that the scores can be compared.
     greedy = translate_sentences(model, tokenizer, sources, batch_size=250)
     middle = time.perf_counter()
-    beam = translate_sentences(model, tokenizer, sources, batch_size=max(1, 250 // beam_size), beam_size=beam_size)
+    beam = translate_sentences(model, tokenizer, sources, batch_size=max(1, 250 // beam_size), beam_size=beam_size,
+                               alpha=alpha)
     end = time.perf_counter()
     return {"greedy": bleu(greedy, references), f"beam{beam_size}": bleu(beam, references),
             "greedy_seconds": middle - started, f"beam{beam_size}_seconds": end - middle}

@@ -207,6 +207,31 @@ def test_average_last_more_than_kept_averages_all_with_a_note(run_dir: Path, tmp
     assert len(load_checkpoint(out)["averaged_from"]) == kept
 
 
+def test_translate_takes_the_length_penalty_its_run_chose(run_dir: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import minitransformer.evaluation as evaluation
+
+    alphas: list[float] = []
+    real = evaluation.translate_with_notes
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        alphas.append(kwargs["alpha"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "translate_with_notes", spy)
+    checkpoint = load_checkpoint(run_dir / "checkpoint-00000030.pt")
+    assert checkpoint["options"]["beam_alpha"] == 0.6  # the paper's, where the recipe chooses none
+    beam = next(r for r in read_log(run_dir / "log.jsonl") if r["event"] == "test_beam")
+    assert beam["alpha"] == 0.6  # the run's own test used it too
+    chosen, older = tmp_path / "chosen.pt", tmp_path / "older.pt"
+    torch.save({**checkpoint, "options": {**checkpoint["options"], "beam_alpha": 1.0}}, chosen)
+    torch.save({**checkpoint, "options": {k: v for k, v in checkpoint["options"].items() if k != "beam_alpha"}},
+               older)  # written before the option existed
+    for path, flags, expected in ((chosen, [], 1.0), (chosen, ["--alpha", "0.3"], 0.3), (older, [], 0.6)):
+        assert main(["translate", "--checkpoint", str(path), "--beam", "2", *flags, "Monday, May 1, 2000"]) == 0
+        assert alphas[-1] == expected
+
+
 def test_translate_warns_about_input_unlike_the_training_data(run_dir: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["translate", "--checkpoint", str(run_dir), "Friday, March 3, 2023"]) == 0

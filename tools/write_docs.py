@@ -162,6 +162,16 @@ def lessons_block(data: Data, old: str) -> str:
         f"(as stored, lesson 07's cell printed {times[0]} and lesson 08's {times[1]}).")
 
 
+def _record_length(record: dict[str, Any]) -> str:
+    """How the translator's record was trained: its budget, or the fixed epochs of the recipe before the budget."""
+    settings = record["settings"]
+    if settings.get("minutes") is not None:
+        return f"in its {settings['minutes']:g}-minute budget"
+    return (f"in {settings['epochs']} epochs (the recipe before the time budget: the paper's schedule, a vocabulary "
+            f"of {settings['vocab_size']:,}, label smoothing {settings['label_smoothing']:g}; the record of the "
+            "budget is being measured)")
+
+
 def setup_times_block(data: Data, old: str) -> str:
     """README: the two main jobs' times in one sentence (train-threads-cpu.json, multi30k-cpu.json)."""
     quiet = next(r for r in data.threads if r["threads"] == "default" and r["busy_processes"] == 0)
@@ -170,7 +180,8 @@ def setup_times_block(data: Data, old: str) -> str:
     minutes = sorted(r["wall_seconds"] / 60 for r in runs)
     beam4 = sorted(r["test"]["beam4"] for r in runs)
     return (f"On a {record['machine']['cpu_count']}-core CPU the dates model trained in {quiet['seconds']:.0f} s, "
-            f"and the translator, over {len(runs)} seeds, in {minutes[0]:.0f} to {minutes[-1]:.0f} minutes, reaching "
+            f"and the translator {_record_length(record)}, over {len(runs)} seeds, in {minutes[0]:.0f} to "
+            f"{minutes[-1]:.0f} minutes, reaching "
             f"a test2016 BLEU of {beam4[0]:.1f} to {beam4[-1]:.1f} with beam 4 (means "
             f"{record['summary']['wall_minutes']['mean']:.0f} minutes and {record['summary']['test_beam4']['mean']:.1f}).")
 
@@ -236,7 +247,8 @@ def translator_headline_block(data: Data, old: str) -> str:
     seeds = len(record["runs"])
     over = f" on average over {seeds} seeds ({_spread(minutes['values'], 0, ' min')})" if seeds > 1 else ""
     return (f"Measured on a {record['machine']['cpu_count']}-core CPU (torch {record['machine']['torch']}): "
-            f"**{minutes['mean']:.0f} minutes** of wall time{over}, BPE included, and test2016 sacreBLEU "
+            f"**{minutes['mean']:.0f} minutes** of wall time{over} {_record_length(record)}, BPE included, and "
+            "test2016 sacreBLEU "
             f"**{beam['mean']:.1f}** with beam 4 ({greedy['mean']:.1f} greedy).")
 
 
@@ -341,12 +353,22 @@ def translator_block(data: Data, old: str) -> str:
         averaged, beam = s["averaged_beam4"]["mean"], s["test_beam4"]["mean"]
         lines += ["", (f"That average scores {'less' if averaged < beam else 'more'} than the last checkpoint "
                        f"alone ({averaged:.1f} against {beam:.1f} with beam 4).")]
-    goal = s["test_beam4"]["mean"] >= 40 and s["wall_minutes"]["mean"] <= 30
-    floor = [r for r in runs if r["test"]["beam4"] >= 36 and r["wall_seconds"] / 60 <= 40]
-    lines += ["", f"The goal set for this recipe, BLEU 40 within 30 minutes, is {'met' if goal else 'not met'}; the "
-                  f"floor, BLEU 36 within 40 minutes, is "
-              + ("met by " + ", ".join(f"seed {r['seed']} ({r['test']['beam4']:.1f} in {r['wall_seconds'] / 60:.0f} "
-                                       "min)" for r in floor) if floor else "not met by any seed") + "."]
+    # the targets of the laptop translator: a mean over 3 seeds or more, each in a 30-minute budget kept to the
+    # minute (training and validation; the test decode after it is said apart)
+    mean, budget = s["test_beam4"]["mean"], record["settings"].get("minutes")
+    ends = [r["validation"][-1]["minutes"] for r in runs]
+    counted = len(runs) >= 3 and budget == 30 and max(ends) <= budget + 1
+    how = (f"{len(runs)} seeds in a {budget:g}-minute budget, training ended {max(ends):.1f} minutes after the start "
+           f"at the latest, the test decode after it" if budget else f"{len(runs)} seeds of {record['settings']['epochs']} "
+           "epochs, not in a budget")
+    loaded = [r["validation"][-1]["minutes"] for r in record.get("loaded", [])]
+    slower = (f"; beside a busy core, training ended {max(loaded):.1f} minutes after the start" if loaded
+              else "; no run beside a busy core yet")
+    floor = counted and mean >= 38.5 and bool(loaded) and max(loaded) <= budget + 1
+    lines += ["", (f"The targets: test2016 BLEU with beam 4 of at least 40.6 (the goal) and 38.5 (the floor), the mean of 3 "
+                   f"seeds or more, each trained in a 30-minute budget kept to the minute, on a quiet machine and (the "
+                   f"floor) beside a busy core. This record ({how}, mean {mean:.1f}{slower if budget else ''}): the goal "
+                   f"is {'met' if counted and mean >= 40.6 else 'not met'}, the floor is {'met' if floor else 'not met'}.")]
     return "\n".join(lines)
 
 

@@ -301,15 +301,16 @@ def _finish(trainer: Trainer, corpus: Corpus, metrics: dict[str, Any], log: RunL
         _say(info, f"  {src}  ->  {hyp}  [{mark} {ref}]")
     if o.test_beam > 1:
         start = time.perf_counter()
-        beamed = trainer.translate([s for s, _ in pairs], beam_size=o.test_beam)
+        beamed = trainer.translate([s for s, _ in pairs], beam_size=o.test_beam, alpha=o.beam_alpha)
         beam_score = METRICS[corpus.metric](beamed, [t for _, t in pairs])
         seconds = time.perf_counter() - start
         metrics[f"{split}_{corpus.metric}_beam{o.test_beam}"] = beam_score
-        log.write(f"{split}_beam", step=trainer.step, n=len(pairs), beam=o.test_beam, **{corpus.metric: beam_score},
+        log.write(f"{split}_beam", step=trainer.step, n=len(pairs), beam=o.test_beam, alpha=o.beam_alpha,
+                  **{corpus.metric: beam_score},
                   seconds=seconds)
         shown = (f"{100 * beam_score:.2f}% exact match" if corpus.metric == "exact_match"
                  else f"BLEU {beam_score:.2f}")
-        _say(info, f"{split}, beam {o.test_beam} (length penalty 0.6): {shown} ({seconds:.1f} s)")
+        _say(info, f"{split}, beam {o.test_beam} (length penalty {o.beam_alpha:g}): {shown} ({seconds:.1f} s)")
 
 
 def save_loss_plot(log_path: str | Path, png_path: str | Path) -> Path:

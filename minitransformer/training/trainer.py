@@ -483,13 +483,15 @@ class Trainer:
         loss, nll, tokens = all_reduce_sum(sums.tolist(), self.info, self.device)
         return loss / max(tokens, 1), nll / max(tokens, 1)
 
-    def translate(self, sentences: list[str], batch_size: int = 250, beam_size: int = 1) -> list[str]:
+    def translate(self, sentences: list[str], batch_size: int = 250, beam_size: int = 1,
+                  alpha: float = 0.6) -> list[str]:
         """Greedy (or beam search) translations, the sentences shared out among the processes."""
         mine = sentences[self.info.rank :: self.info.world_size]
         if beam_size > 1:
             batch_size = max(1, batch_size // beam_size)  # each sentence holds beam_size rows
         with self.autocast():
-            out = translate_sentences(self.model, self.tokenizer, mine, self.device, batch_size, beam_size=beam_size)
+            out = translate_sentences(self.model, self.tokenizer, mine, self.device, batch_size, beam_size=beam_size,
+                                      alpha=alpha)
         self.model.train()
         parts = all_gather_objects(out, self.info)
         merged: list[str] = [""] * len(sentences)
