@@ -320,6 +320,7 @@ def export(checkpoint: str | Path, out: str | Path, int8: bool = False, examples
     share_weights(out, [ENCODER, DECODER], WEIGHTS)
     tokenizer.save(out / TOKENIZER)
     sources, _ = held_out(saved, examples)
+    alpha = (saved.get("options") or {}).get("beam_alpha")
     c = model.config
     files = [ENCODER, DECODER, WEIGHTS, TOKENIZER] + ([*INT8.values(), WEIGHTS_INT8] if int8 else [])
     info = {
@@ -328,8 +329,10 @@ def export(checkpoint: str | Path, out: str | Path, int8: bool = False, examples
         "parameters": model.num_parameters(),
         "checkpoint": str(path), "step": saved.get("step"), **describe(saved),
         "tokens": {"pad": tokenizer.pad_id, "bos": tokenizer.bos_id, "eos": tokenizer.eos_id, "unk": tokenizer.unk_id},
-        # what `translate` does: never generate <pad> or <bos>; source + 50 tokens at most; beam 4, alpha 0.6
-        "decoding": {"banned": [tokenizer.pad_id, tokenizer.bos_id], "extra_length": 50, "beam": 4, "alpha": 0.6},
+        # what `translate` does: never generate <pad> or <bos>; source + 50 tokens at most; beam 4 with the length
+        # penalty the run chose (the paper's 0.6 for runs from before the option)
+        "decoding": {"banned": [tokenizer.pad_id, tokenizer.bos_id], "extra_length": 50, "beam": 4,
+                     "alpha": 0.6 if alpha is None else alpha},
         "examples": sources,
         "files": {name: {"bytes": (out / name).stat().st_size,
                          "sha256": hashlib.sha256((out / name).read_bytes()).hexdigest()} for name in files},

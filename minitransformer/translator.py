@@ -31,6 +31,7 @@ class Translator:
     steps: int
     test_bleu: dict[str, float]
     description: str
+    alpha: float = 0.6  # the length penalty of beam search that the run chose (its test used it)
 
 
 def _records(folder: Path) -> list[dict[str, Any]]:
@@ -72,7 +73,9 @@ def load_translator(folder: str | Path) -> Translator | None:
     description = (f"{kind} in {folder}: {c['n_encoder_layers']}+{c['n_decoder_layers']} layers, d_model "
                    f"{c['d_model']}, {setup['parameters'] / 1e6:.1f}M parameters, {test['step']:,} steps; "
                    f"its test2016 BLEU ({test['n']:,} sentences) from its log: {shown}")
-    return Translator(model, tokenizer, folder, full, int(test["step"]), scores, description)
+    chosen = options.get("beam_alpha")  # None in runs from before the option: the paper's 0.6
+    return Translator(model, tokenizer, folder, full, int(test["step"]), scores, description,
+                      0.6 if chosen is None else chosen)
 
 
 def train_short_translator(out: str | Path, data_dir: str | Path | None = None, **changes: Any) -> Translator:
@@ -106,18 +109,18 @@ def sentence_log_probs(model: Transformer, tokenizer: SharedTokenizer, sources: 
 
 
 def beam_wins(model: Transformer, tokenizer: SharedTokenizer, pairs: list[tuple[str, str]],
-              beam_size: int = 4) -> list[dict[str, Any]]:
+              beam_size: int = 4, alpha: float = 0.6) -> list[dict[str, Any]]:
     """The pairs where beam search finds a likelier output than greedy decoding *and* a better one.
 
     Better means a higher sentence BLEU against the reference (sacreBLEU's ``sentence_bleu``).
-    Sorted by that gain, largest first. Each item: source, reference, greedy, beam, their log
+    Beam search uses the length penalty ``alpha``. Sorted by that gain, largest first. Each item: source, reference, greedy, beam, their log
     probabilities and sentence BLEUs.
     """
     import sacrebleu
 
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
     greedy = translate_sentences(model, tokenizer, sources)
-    beam = translate_sentences(model, tokenizer, sources, beam_size=beam_size)
+    beam = translate_sentences(model, tokenizer, sources, beam_size=beam_size, alpha=alpha)
     differ = [i for i in range(len(pairs)) if greedy[i] != beam[i]]
     if not differ:
         return []

@@ -33,7 +33,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict:
     old = {k: os.environ.get(k) for k in ("XDG_CACHE_HOME", "TQDM_DISABLE")}
     os.environ.update(XDG_CACHE_HOME=str(folder / "cache"), TQDM_DISABLE="1")
     try:
-        assert main(["train", *TINY, "--out", str(folder / "run")]) == 0
+        assert main(["train", *TINY, "--beam-alpha", "1.2", "--out", str(folder / "run")]) == 0
         import contextlib
         import io
 
@@ -67,6 +67,7 @@ def test_the_command_writes_the_files_and_prints_its_proof(exported: dict) -> No
     assert report["quality"]["sentences"] == 40 and report["quality"]["metric"] == "exact_match"
     config = json.loads((out / "config.json").read_text())
     assert config["int8"] and config["examples"] and config["dataset"] == "dates"
+    assert config["decoding"]["alpha"] == 1.2  # the length penalty the run chose, as `translate` uses it
 
 
 def test_onnx_runtime_steps_give_the_package_logits_cache_and_attention(exported: dict) -> None:

@@ -381,10 +381,10 @@ const [sentences, beams] = [arguments[0], arguments[1]];
 (async () => {
   await window.miniTranslator.ready;
   const T = window.miniTranslator;
-  const out = {readyMs: T.readyMs, runs: []};
+  const out = {readyMs: T.readyMs, alphaField: document.getElementById('alpha').value, runs: []};
   for (const beam of beams) {
     for (const s of sentences) {
-      const r = await T.translate(s, beam, 0.6);
+      const r = await T.translate(s, beam);  // the model's own length penalty, as the CLI's default
       const sums = [];
       for (let layer = 0; layer < r.shape.L; layer++) {
         for (let head = -1; head < r.shape.H; head++) sums.push(...T.attentionMap(r, layer, head).map(row => row.reduce((a, b) => a + b, 0)));
@@ -419,12 +419,14 @@ def test_the_translator_page_writes_the_tokens_of_the_cli(site, browser) -> None
         cli[beam] = done.stdout.splitlines()
     model, tokenizer, _ = load_model(ROOT / config["checkpoint"] if not Path(config["checkpoint"]).is_absolute()
                                      else config["checkpoint"])
-    ids = {beam: decode_ids(model, tokenizer, sentences, beam) for beam in (1, 4)}
+    # the length penalty the model's training chose, as `translate` and the page use it
+    ids = {beam: decode_ids(model, tokenizer, sentences, beam, alpha=config["decoding"]["alpha"]) for beam in (1, 4)}
 
     _viewport(browser, 1280, 900)
     browser.get(f"{base}/translator.html")  # a fresh load: the page ready from its first byte
     found = browser.execute_async_script(TRANSLATOR_JS, sentences, [1, 4])
     assert "failure" not in found, found.get("failure")
+    assert float(found["alphaField"]) == config["decoding"]["alpha"]  # the field starts at the model's penalty
     runs = {(r["beam"], k % 40): r for k, r in enumerate(found["runs"])}
     for beam in (1, 4):
         for k, sentence in enumerate(sentences):

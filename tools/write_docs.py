@@ -180,8 +180,8 @@ def setup_times_block(data: Data, old: str) -> str:
     minutes = sorted(r["wall_seconds"] / 60 for r in runs)
     beam4 = sorted(r["test"]["beam4"] for r in runs)
     return (f"On a {record['machine']['cpu_count']}-core CPU the dates model trained in {quiet['seconds']:.0f} s, "
-            f"and the translator {_record_length(record)}, over {len(runs)} seeds, in {minutes[0]:.0f} to "
-            f"{minutes[-1]:.0f} minutes, reaching "
+            f"and the translator {_record_length(record)}, over {len(runs)} seeds, in "
+            f"{_spread(minutes, 0, ' minutes').replace('-', ' to ')}, reaching "
             f"a test2016 BLEU of {beam4[0]:.1f} to {beam4[-1]:.1f} with beam 4 (means "
             f"{record['summary']['wall_minutes']['mean']:.0f} minutes and {record['summary']['test_beam4']['mean']:.1f}).")
 
@@ -229,11 +229,15 @@ def dates_time_block(data: Data, old: str) -> str:
 
 def thread_choice_block(data: Data, old: str) -> str:
     """docs/training.md: one step of the laptop translator, every core against one (cpu-step-ideas.json)."""
+    from benchmarks.cpu_step_ideas import IDEAS
+    from minitransformer import Transformer, TransformerConfig
+
     ideas = {r["idea"]: r for r in data.step_ideas["results"]}
-    parameters = {r["parameters"] for r in data.translator["runs"]}
-    size = f"{parameters.pop() / 1e6:.1f}M-parameter " if len(parameters) == 1 else ""
+    vocab = IDEAS["base"][2]  # the model the comparison times: the small preset with this vocabulary
+    size = Transformer(TransformerConfig.small(vocab)).num_parameters()
     cores = data.step_ideas["machine"]["threads_default"]
-    return (f"A training step of the laptop translator's {size}model took {ideas['base']['seconds_per_step']:.2f} s "
+    return (f"A training step of the laptop translator's `small` preset ({size / 1e6:.1f}M parameters with a "
+            f"vocabulary of {vocab:,}) took {ideas['base']['seconds_per_step']:.2f} s "
             f"with {cores} threads and {ideas['one_thread']['seconds_per_step']:.2f} s with one on a "
             f"{data.step_ideas['machine']['cpu_count']}-core CPU (`benchmarks/results/cpu-step-ideas.json`, "
             "from the step comparison in [Benchmarks](benchmarks.md#one-training-step-idea-by-idea)).")

@@ -90,7 +90,7 @@
   }
 
   // Translate one sentence as `python -m minitransformer translate --beam <beam> --alpha <alpha>` does.
-  async function translate(text, beam = 1, alpha = 0.6) {
+  async function translate(text, beam = 1, alpha = state.config.decoding.alpha) {  // the model's own, as the CLI
     const c = state.config;
     const tok = state.tokenizer;
     const start = performance.now();
@@ -209,6 +209,7 @@
     $('examples').append(...c.examples.map((e) => cell('option', e, { value: e })));
     $('examples').onchange = () => { $('source').value = $('examples').value; };
     $('source').value = c.examples[0] || '';
+    $('alpha').value = String(c.decoding.alpha);  // the length penalty the model's training chose
     if (c.int8) $('precision').append(cell('option', 'int8 (dynamically quantised)', { value: 'int8' }));
     $('precision').onchange = async () => { state.precision = $('precision').value; await sessions(state.precision); };
     for (let l = 0; l < c.layers; l++) $('layer').append(cell('option', 'layer ' + (l + 1), { value: String(l) }));
