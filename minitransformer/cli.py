@@ -309,6 +309,7 @@ def _run_translate(args: argparse.Namespace) -> int:
 
     from .evaluation import check_source_length, training_length, translate_with_notes, unfamiliar_input
     from .training import load_model
+    from .training.checkpoint import chosen_alpha
     from .utils import get_device
 
     check_device_name(args.device, "--device")
@@ -334,8 +335,7 @@ def _run_translate(args: argparse.Namespace) -> int:
     for number, ids in zip(numbers, encoded):
         check_source_length(model, ids, f"sentence {number}")
     beam = _beam_size(args.beam, model, args.batch_size, max(map(len, encoded)), args.extra_length, device)
-    chosen = (checkpoint.get("options") or {}).get("beam_alpha")  # None in checkpoints from before the option
-    alpha = args.alpha if args.alpha is not None else 0.6 if chosen is None else chosen
+    alpha = args.alpha if args.alpha is not None else chosen_alpha(checkpoint.get("options"))
     warnings = unfamiliar_input(sentences, tokenizer, checkpoint.get("options", {}),
                                  training_length(checkpoint, args.checkpoint), numbers)
     translations, notes = translate_with_notes(model, tokenizer, sentences, device, args.batch_size,

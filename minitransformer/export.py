@@ -303,6 +303,8 @@ def held_out(saved: dict[str, Any], n: int | None = None) -> tuple[list[str], li
 
 def export(checkpoint: str | Path, out: str | Path, int8: bool = False, examples: int = 50) -> dict[str, Any]:
     """Export ``checkpoint`` into the folder ``out``; returns its config (also written as ``config.json``)."""
+    from .training.checkpoint import chosen_alpha
+
     require_onnx()
     out = Path(out)
     model, tokenizer, saved, path = _load(checkpoint)
@@ -320,7 +322,6 @@ def export(checkpoint: str | Path, out: str | Path, int8: bool = False, examples
     share_weights(out, [ENCODER, DECODER], WEIGHTS)
     tokenizer.save(out / TOKENIZER)
     sources, _ = held_out(saved, examples)
-    alpha = (saved.get("options") or {}).get("beam_alpha")
     c = model.config
     files = [ENCODER, DECODER, WEIGHTS, TOKENIZER] + ([*INT8.values(), WEIGHTS_INT8] if int8 else [])
     info = {
@@ -332,7 +333,7 @@ def export(checkpoint: str | Path, out: str | Path, int8: bool = False, examples
         # what `translate` does: never generate <pad> or <bos>; source + 50 tokens at most; beam 4 with the length
         # penalty the run chose (the paper's 0.6 for runs from before the option)
         "decoding": {"banned": [tokenizer.pad_id, tokenizer.bos_id], "extra_length": 50, "beam": 4,
-                     "alpha": 0.6 if alpha is None else alpha},
+                     "alpha": chosen_alpha(saved.get("options"))},
         "examples": sources,
         "files": {name: {"bytes": (out / name).stat().st_size,
                          "sha256": hashlib.sha256((out / name).read_bytes()).hexdigest()} for name in files},

@@ -47,6 +47,7 @@ def load_translator(folder: str | Path) -> Translator | None:
     A run counts as finished when its log holds a test score (training ended and was scored).
     """
     from .training import load_model
+    from .training.checkpoint import chosen_alpha
 
     folder = Path(folder)
     records = _records(folder)
@@ -73,9 +74,7 @@ def load_translator(folder: str | Path) -> Translator | None:
     description = (f"{kind} in {folder}: {c['n_encoder_layers']}+{c['n_decoder_layers']} layers, d_model "
                    f"{c['d_model']}, {setup['parameters'] / 1e6:.1f}M parameters, {test['step']:,} steps; "
                    f"its test2016 BLEU ({test['n']:,} sentences) from its log: {shown}")
-    chosen = options.get("beam_alpha")  # None in runs from before the option: the paper's 0.6
-    return Translator(model, tokenizer, folder, full, int(test["step"]), scores, description,
-                      0.6 if chosen is None else chosen)
+    return Translator(model, tokenizer, folder, full, int(test["step"]), scores, description, chosen_alpha(options))
 
 
 def train_short_translator(out: str | Path, data_dir: str | Path | None = None, **changes: Any) -> Translator:

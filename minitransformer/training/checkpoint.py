@@ -328,6 +328,13 @@ def load_model(
     return model.to(device).eval(), tokenizer, checkpoint
 
 
+def chosen_alpha(options: dict[str, Any] | None) -> float:
+    """The length penalty of beam search a run chose (its options' ``beam_alpha``), else the paper's 0.6
+    (runs from before the option)."""
+    chosen = (options or {}).get("beam_alpha")
+    return 0.6 if chosen is None else chosen
+
+
 def load_model_state(model: nn.Module, checkpoint: dict[str, Any], path: str | Path = "") -> None:
     """Load the checkpoint's weights into ``model`` after checking that the configs agree."""
     if isinstance(model, Transformer):
