@@ -79,6 +79,17 @@ TRIALS: dict[str, list[str]] = {
     "v4000-inner0-ls0.2": ["--inner-dropout", "0", "--vocab-size", "4000", "--label-smoothing", "0.2"],
     "drop0-v4000-ls0.2-invsqrt": ["--dropout", "0", "--vocab-size", "4000", "--label-smoothing", "0.2",
                                   "--lr-schedule", "inverse_sqrt"],
+    # on the chosen recipe (v4000-inner0-ls0.2): twice the updates of half the size (the same warm-up tokens, a
+    # peak lower by sqrt 2), a higher peak rate now that the decay to zero anneals it, stronger label smoothing
+    "v4000-inner0-ls0.2-b2048-w800": ["--inner-dropout", "0", "--vocab-size", "4000", "--label-smoothing", "0.2",
+                                      "--batch-tokens", "2048", "--warmup", "800"],
+    "v4000-inner0-ls0.2-b1024-w1600": ["--inner-dropout", "0", "--vocab-size", "4000", "--label-smoothing", "0.2",
+                                       "--batch-tokens", "1024", "--warmup", "1600"],
+    "v4000-inner0-ls0.2-b512-w3200": ["--inner-dropout", "0", "--vocab-size", "4000", "--label-smoothing", "0.2",
+                                      "--batch-tokens", "512", "--warmup", "3200"],
+    "v4000-inner0-ls0.2-f0.7": ["--inner-dropout", "0", "--vocab-size", "4000", "--label-smoothing", "0.2",
+                                "--lr-factor", "0.7"],
+    "v4000-inner0-ls0.3": ["--inner-dropout", "0", "--vocab-size", "4000", "--label-smoothing", "0.3"],
 }
 
 #: The resolved options of a run kept in its line of the results.

@@ -27,8 +27,8 @@ needs_multi30k = pytest.mark.skipif(not MULTI30K.is_dir(), reason=f"Multi30k fil
 def test_off_cuda_multi30k_trains_the_small_model_with_the_laptop_recipe() -> None:
     o = TrainOptions(dataset="multi30k", device="cpu").resolved()
     assert (o.preset, o.minutes, o.epochs, o.lr_schedule, o.warmup, o.lr_factor, o.batch_tokens, o.vocab_size) == \
-        ("small", 30, None, "linear_decay", 400, 0.5, 4096, 4000)
-    assert (o.label_smoothing, o.beam_alpha, o.valid_sentences) == (0.2, 1.4, 300)
+        ("small", 30, None, "linear_decay", 1600, 0.5, 1024, 4000)
+    assert (o.label_smoothing, o.beam_alpha, o.valid_sentences) == (0.2, 2.2, 300)
     assert o.eval_sentences is None  # the test split is scored in full
     config = o.model_config(4000)
     assert (config.d_model, config.n_heads, config.d_ff, config.n_encoder_layers, config.n_decoder_layers,
@@ -254,7 +254,7 @@ def test_load_translator_finds_a_finished_multi30k_run_and_says_what_it_is(tiny_
     assert found is not None and not found.full  # --train-size 300, 2 epochs: a short run
     assert found.description.startswith("a SHORT run") and "test2016 BLEU (12 sentences)" in found.description
     assert set(found.test_bleu) == {"greedy"}  # --test-beam 1
-    assert found.alpha == 1.4  # the laptop recipe's length penalty, as the run resolved it
+    assert found.alpha == CPU_RECIPES["multi30k"]["beam_alpha"]  # the laptop recipe's length penalty, as the run resolved it
     assert load_translator(tmp_path) is None  # no run there
 
 
