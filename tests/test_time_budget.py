@@ -252,3 +252,19 @@ def test_the_flag_trains_in_a_budget(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "training for 0.05 minutes" in out and re.search(r"trained [\d,]+ steps in [\d.]+ s of the", out)
     assert re.search(r"test, greedy: .* \([\d.]+ s, after the training budget\)", out)
     assert _events(tmp_path, "setup")[0]["options"]["minutes"] == 0.05
+
+
+@pytest.mark.parametrize("schedule", ["linear_decay", "inverse_sqrt"])
+def test_a_decay_to_zero_hands_on_its_final_weights_whatever_validation_says(
+        schedule: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Validation falls at every check. A run whose rate decays to zero at its end still tests and keeps its final
+    # weights (between its last epochs a small validation differs by noise); a run on the paper's schedule, which
+    # has no planned end, tests its best epoch, as it always has.
+    falling = iter(range(100, 0, -1))
+    monkeypatch.setattr(Trainer, "validation_quality", lambda self: float(next(falling)))
+    result = train(_options(tmp_path, lr_schedule=schedule, epochs=3, target=0))
+    ends = [r["step"] for r in _events(tmp_path, "epoch")]
+    assert result.step == ends[-1] and len(ends) == 3
+    kept = ends[-1] if schedule == "linear_decay" else ends[0]
+    assert load_checkpoint(tmp_path / "best.pt")["step"] == kept == result.metrics["best_step"]
+    assert ("best on validation" in capsys.readouterr().out) == (schedule == "inverse_sqrt")

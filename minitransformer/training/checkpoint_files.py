@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-BEST = "best.pt"  # copy of the checkpoint with the best validation figure
+BEST = "best.pt"  # the run's model: the best validation check, or the final weights of a decay to zero
 #: Where ``--overwrite`` keeps the earlier run's files until the new run has written a checkpoint.
 REPLACED_RUN = ".replaced-run"
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)\.pt$")

@@ -454,10 +454,16 @@ class Trainer:
         if inside and not self._done():
             self._validated(start)
             return False
-        best = self.metrics.get("best_val_" + self.metric, -math.inf)
-        if quality > best:
-            self.metrics.update({"best_val_" + self.metric: quality, "best_step": self.step})
-        self.save(best=quality > best)
+        improved = quality > self.metrics.get("best_val_" + self.metric, -math.inf)
+        if improved:
+            self.metrics["best_val_" + self.metric] = quality
+        # best.pt is the model the run hands on (its test, translate, export). A rate that decays to zero at the
+        # planned end makes the final weights that model: between its last epochs, a greedy validation of a few
+        # hundred sentences differs by noise, and the decayed tail is what the plan paid for.
+        kept = improved or o.lr_schedule == "linear_decay"
+        if kept:
+            self.metrics["best_step"] = self.step
+        self.save(best=kept)
         self._validated(start)
         return self._done()
 
