@@ -166,7 +166,8 @@ def test_lesson_08b_gives_the_gpu_recipe_a_cuda_machine_resolves():
     assert (f"a BPE vocabulary of {gpu.vocab_size:,}, batches of {gpu.batch_tokens:,} tokens per side, warm-up "
             f"{gpu.warmup:,} steps at factor {gpu.lr_factor:.1f}, {gpu.epochs} epochs") in text
     assert laptop.epochs is None  # the laptop recipe is one in a time budget
-    assert f"warm-up {laptop.warmup}, factor {laptop.lr_factor}, a {laptop.minutes:g}-minute budget" in text
+    assert (f"batches of {laptop.batch_tokens:,} tokens per side, warm-up {laptop.warmup}, factor {laptop.lr_factor}, "
+            f"a {laptop.minutes:g}-minute budget") in text
     questions = _markdown("08b", "## Questions")
     assert f"GPU recipe's {gpu.warmup:,} warm-up steps" in questions and f"its {gpu.epochs} epochs" in questions
 
