@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .generate import HIDDEN_BEGIN, HIDDEN_END
+from .scan import parse
 
 _MARKERS = (HIDDEN_BEGIN, HIDDEN_END)
 
@@ -172,7 +173,7 @@ def _defined(nb: Any) -> set[str]:
         if cell.cell_type != "code":
             continue
         try:
-            tree = ast.parse("\n".join(ln for ln in cell.source.splitlines() if not ln.lstrip().startswith(("%", "!"))))
+            tree = parse("\n".join(ln for ln in cell.source.splitlines() if not ln.lstrip().startswith(("%", "!"))))
         except SyntaxError:
             names |= set(re.findall(r"^(?:def|class)\s+(\w+)", cell.source, flags=re.M))
             continue

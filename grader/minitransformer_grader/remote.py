@@ -45,6 +45,7 @@ from minitransformer.checks import compare
 
 from .runner import tensors_of  # one definition: the tensors a call may change in place
 from .protocol import WRITE_WAIT, Closed, TooLarge, load_plain, read_frame, write_frame
+from .scan import parse
 
 __all__ = ["CHECK_LOCK", "CheckTimeout", "KernelGone", "Link", "check_functions", "run_check_cell"]
 
@@ -384,7 +385,7 @@ def decode(link: Link, value: Any) -> Any:
 
 
 def _statements(source: str) -> list[str]:
-    tree = ast.parse(source)
+    tree = parse(source)
     return [ast.get_source_segment(source, node) or "" for node in tree.body]
 
 
@@ -409,7 +410,7 @@ def run_check_cell(link: Link, source: str, grade_id: str, checks: dict[str, Any
         link.waited = time.monotonic() - asked
         link.deadline = min(time.monotonic() + timeout, end + link.waited)
         for statement in _statements(source):
-            used = sorted({n.id for n in ast.walk(ast.parse(statement)) if isinstance(n, ast.Name)})
+            used = sorted({n.id for n in ast.walk(parse(statement)) if isinstance(n, ast.Name)})
             trusted = {"minitransformer": minitransformer, "torch": torch, **{n: checks[n] for n in used if n in checks}}
             wanted = [n for n in used if n not in trusted and not hasattr(builtins, n)]
             try:
@@ -441,13 +442,13 @@ def run_check_cell(link: Link, source: str, grade_id: str, checks: dict[str, Any
 
 def served(source: str, checks: dict[str, Any]) -> list[str]:
     """The entries of SERVED that the checks called in ``source`` let the grader compute for the learner's code."""
-    names = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+    names = {n.id for n in ast.walk(parse(source)) if isinstance(n, ast.Name)}
     return sorted({s for name in names & set(checks) for s in getattr(checks[name], "__serve__", ()) if s in SERVED})
 
 
 def avoided(source: str, checks: dict[str, Any]) -> list[str]:
     """The pieces (``module:name``) the checks called in ``source`` ask the learner not to use."""
-    names = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+    names = {n.id for n in ast.walk(parse(source)) if isinstance(n, ast.Name)}
     out: list[str] = []
     for name in sorted(names & set(checks)):
         out += [a for a in getattr(checks[name], "__avoid__", ()) if a not in out]

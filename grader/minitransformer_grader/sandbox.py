@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .limits import Limits
+from .scan import parse
 
 
 def _learners_package() -> Path:
@@ -143,14 +144,14 @@ def _poison_source(source: str, names: dict[str, str], module: str) -> str:
     Transformer for greedy decoding) are made of them; the runner disables the avoided classes while
     the learner's code answers their check (see :mod:`.runner`).
     """
-    tree = ast.parse(source)
+    tree = parse(source)
     body: list[ast.stmt] = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
             label = f"minitransformer's {node.name}"
             why = (f" is not available in the grading sandbox: {names[node.name]} asks you to write it yourself "
                    "(build it from PyTorch operations)")
-            body += ast.parse(f"{node.name} = __import__('minitransformer.sandbox_stubs', fromlist=['stub']).stub("
+            body += parse(f"{node.name} = __import__('minitransformer.sandbox_stubs', fromlist=['stub']).stub("
                               f"{label!r}, {module + ':' + node.name!r}, {why!r})").body
             continue
         body.append(node)

@@ -15,9 +15,21 @@ string, or an import made inside another cell's function; see docs/what_is_safe.
 from __future__ import annotations
 
 import ast
+import threading
 from typing import Any, Iterable
 
-__all__ = ["parse_cells", "smuggled"]
+__all__ = ["parse", "parse_cells", "smuggled"]
+
+# --jobs grades submissions in threads, and CPython 3.11 keeps one recursion counter for turning source into ast
+# objects per interpreter, not per thread: two threads parsing at once can fail with "SystemError: AST constructor
+# recursion depth mismatch" (python/cpython#106905), which once cost a blank notebook its grade.
+_PARSE_LOCK = threading.Lock()
+
+
+def parse(source: str) -> ast.Module:
+    """``ast.parse``, one thread at a time."""
+    with _PARSE_LOCK:
+        return ast.parse(source)
 
 
 def parse_cells(code_cells: list[str] | list[ast.Module]) -> list[ast.Module]:
@@ -35,7 +47,7 @@ def _trees(sources: Iterable[str]) -> list[ast.Module]:
         budget -= 1
         source = todo.pop()
         try:
-            tree = ast.parse(TransformerManager().transform_cell(source))
+            tree = parse(TransformerManager().transform_cell(source))
         except (SyntaxError, ValueError, RecursionError, MemoryError, IndexError, TypeError):
             continue
         trees.append(tree)
@@ -130,7 +142,7 @@ def smuggled(code_cells: list[str] | list[ast.Module], check_source: str, checks
     if not avoid:
         return None
     trees = parse_cells(code_cells)
-    used = {n.id for n in ast.walk(ast.parse(check_source)) if isinstance(n, ast.Name) and n.id not in checks}
+    used = {n.id for n in ast.walk(parse(check_source)) if isinstance(n, ast.Name) and n.id not in checks}
     nodes = _reached(sorted(used), _definitions(trees))
     hits = _hits(nodes, avoid, _aliases(trees))
     if not hits:

@@ -45,3 +45,23 @@ def test_both_commands_run_the_grader_in_a_fresh_process() -> None:
         done = subprocess.run([sys.executable, *command, "--help"], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0 and done.stdout.startswith(usage), (command, done.stdout[:300], done.stderr[-2000:])
         assert "--no-sandbox" in done.stdout
+
+
+def test_the_grader_parses_python_one_thread_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # --jobs grades in threads, and CPython 3.11 shares ast's recursion counter between them: two parses at once
+    # can fail with "AST constructor recursion depth mismatch" (python/cpython#106905). Every parse of the grading
+    # path goes through scan.parse and its lock (generate.py makes the exercises, in one thread, not grades).
+    import ast
+    from pathlib import Path
+
+    import minitransformer_grader
+    from minitransformer_grader import scan
+
+    package = Path(minitransformer_grader.__file__).parent
+    direct = [f"{path.name}:{number}" for path in sorted(package.glob("*.py")) if path.name not in ("scan.py", "generate.py")
+              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if "ast.parse(" in line]
+    assert not direct, f"parse with minitransformer_grader.scan.parse, not ast.parse: {direct}"
+    held = []
+    original = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda source: held.append(scan._PARSE_LOCK.locked()) or original(source))
+    assert isinstance(scan.parse("x = 1"), ast.Module) and held == [True] and not scan._PARSE_LOCK.locked()
