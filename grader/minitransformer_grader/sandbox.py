@@ -152,7 +152,7 @@ def _poison_source(source: str, names: dict[str, str], module: str) -> str:
             why = (f" is not available in the grading sandbox: {names[node.name]} asks you to write it yourself "
                    "(build it from PyTorch operations)")
             body += parse(f"{node.name} = __import__('minitransformer.sandbox_stubs', fromlist=['stub']).stub("
-                              f"{label!r}, {module + ':' + node.name!r}, {why!r})").body
+                          f"{label!r}, {module + ':' + node.name!r}, {why!r})").body
             continue
         body.append(node)
     tree.body = body
