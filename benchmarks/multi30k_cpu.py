@@ -253,10 +253,13 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
                      + (f"{a['mean']:.1f} on average (at most {a['max']:.1f})" if "mean" in a
                         else f"{a['start']:.1f} at the start and {a['end']:.1f} at the end, not sampled in between")
                      + speed)
-    for r in result.get("other_budgets", []):
-        lines.append(f"the same command in {r['minutes']:g} minutes (seed {r['seed']}, {r['steps']:,} steps): test2016 "
-                     f"sacreBLEU {r['test']['beam4']:.1f} with beam 4, {r['test']['greedy']:.1f} greedy")
     quiet = statistics.median(c["tokens_per_s"] for c in runs[0].get("curve", [{"tokens_per_s": float("nan")}]))
+    for r in result.get("other_budgets", []):
+        # the machine's speed beside it: a run on another day can find the same machine faster or slower
+        speed = statistics.median(c["tokens_per_s"] for c in r["curve"])
+        lines.append(f"the same command in {r['minutes']:g} minutes (seed {r['seed']}, {r['steps']:,} steps at a median "
+                     f"of {speed:,.0f} tokens per second, {speed / quiet:.2f} times seed {runs[0]['seed']}'s): test2016 "
+                     f"sacreBLEU {r['test']['beam4']:.1f} with beam 4, {r['test']['greedy']:.1f} greedy")
     for r in result.get("loaded", []):
         busy = r["busy_processes"]
         speed = statistics.median(c["tokens_per_s"] for c in r["curve"])

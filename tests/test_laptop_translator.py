@@ -244,6 +244,11 @@ def test_the_summary_lines_follow_the_record() -> None:
         "beside 1 process spinning a core (seed 0, a slower machine: a median of 3,000 tokens per second, "
         "0.60 times seed 0's): **30.6 minutes** of wall time, test included, for a 30-minute budget, 1,234 steps, "
         "test2016 sacreBLEU 36.0 with beam 4")
+    record["other_budgets"] = [{"seed": 0, "minutes": 60.0, "steps": 9876, "curve": [{"tokens_per_s": 7000.0}],
+                                "test": {"beam4": 41.23, "greedy": 40.37}}]
+    assert multi30k_cpu.summary_lines(record)[-2] == (  # its speed beside it: another day, maybe another speed
+        "the same command in 60 minutes (seed 0, 9,876 steps at a median of 7,000 tokens per second, 1.40 times "
+        "seed 0's): test2016 sacreBLEU 41.2 with beam 4, 40.4 greedy")
 
 
 def test_load_translator_finds_a_finished_multi30k_run_and_says_what_it_is(tiny_translator: Path,

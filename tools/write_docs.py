@@ -181,7 +181,7 @@ def _loaded_clause(record: dict[str, Any]) -> str:
     speed = statistics.median(c["tokens_per_s"] for c in run["curve"]) / quiet
     busy = run["busy_processes"]
     return (f"; beside {'one' if busy == 1 else busy} process{'es' if busy > 1 else ''} keeping a core busy (a machine "
-            f"{speed:.2f} times as fast), the same command took {run['wall_seconds'] / 60:.1f} minutes and reached "
+            f"{speed:.2f} times as fast as for seed {record['runs'][0]['seed']}), the same command took {run['wall_seconds'] / 60:.1f} minutes and reached "
             f"{run['test']['beam4']:.1f}")
 
 
