@@ -20,7 +20,6 @@ not the grader.
 
 from __future__ import annotations
 
-import _thread
 import os
 import pickle
 import signal
@@ -463,8 +462,9 @@ def _watch_interrupts(fd: int) -> None:
             return
         if not data:
             return
-        if _BUSY[0]:
-            _thread.interrupt_main()
+        if _BUSY[0]:  # a real signal: it also wakes a blocking call (time.sleep, a read), which
+            # _thread.interrupt_main only flags, to be raised once that call returns by itself
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
 
 def main() -> None:

@@ -34,10 +34,6 @@ def _ping_forever():
         read_frame(_runner._LINK.fd_in)
         time.sleep(0.5)
 """
-# The whole notebook's limit, far above what a submission of this class needs (about 16 s beside three spinning
-# processes): at 30 s, the last check of "slow-first-statement" scored 0 once in a CI run, graded beside another
-# grading test on 2 cores, and passed when run again alone.
-NOTEBOOK_TIMEOUT = 90
 
 
 def _move_to_end(nb: nbformat.NotebookNode, grade_id: str) -> nbformat.NotebookNode:
@@ -60,7 +56,7 @@ def my_padding_mask(tokens, pad_id):
 import time
 _fast_logsumexp = my_logsumexp
 def my_logsumexp(x, dim=-1):
-    time.sleep(7)
+    time.sleep(30)  # blocking: the interrupt must wake it at the limit, not wait for it to return
     return _fast_logsumexp(x, dim)
 """)
     _put(root, "slow-first-statement", _move_to_end(slow, "task-1"))
@@ -115,7 +111,7 @@ def second(tmp_path_factory) -> dict[str, Any]:
     out = root / "out"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "LANG": "C", "LC_ALL": "C", "PYTHONIOENCODING": ""}
     command = [sys.executable, "-m", "minitransformer", "grade", str(root / "submitted"), "--jobs", "2",
-               "--timeout", "5", "--notebook-timeout", str(NOTEBOOK_TIMEOUT), "--memory", "1536", "--out", str(out)]
+               "--timeout", "5", "--notebook-timeout", "30", "--memory", "1536", "--out", str(out)]
     start = time.monotonic()
     try:
         run = subprocess.run(command, cwd=root, env=env, capture_output=True, timeout=400)
@@ -149,16 +145,15 @@ def test_1_requests_from_the_sandbox_do_not_extend_a_deadline(second):
     pinger = _tasks(_row(second, "pinger"))
     assert pinger["task-1"]["score"] == 3 and pinger["task-2"]["score"] == 0, pinger
     cell = _row(second, "pinger-cell")
-    # stopped at 5 s (+5 s grace), task 1 kept: well before the notebook's own limit would have stopped it
-    assert cell["score"] == 3 and cell["seconds"] < NOTEBOOK_TIMEOUT / 1.5, cell
-    assert _row(second, "pinger")["seconds"] < NOTEBOOK_TIMEOUT / 1.5
+    assert cell["score"] == 3 and cell["seconds"] < 40, cell  # stopped at 5 s (+5 s grace), task 1 kept
+    assert _row(second, "pinger")["seconds"] < 40
 
 
 def test_5_a_check_cell_out_of_time_leaves_the_runner_alive_for_the_next_task(second):
     tasks = _tasks(_row(second, "slow-first-statement"))
     assert tasks["task-4"]["score"] == 0 and "timed out" in tasks["task-4"]["message"], tasks["task-4"]
     assert tasks["task-1"]["score"] == 3 and tasks["task-2"]["score"] == 1 and tasks["task-3"]["score"] == 1, \
-        ({k: (t["score"], t["message"][:200]) for k, t in tasks.items()}, _row(second, "slow-first-statement"))
+        (_row(second, "slow-first-statement").get("notes"), {k: (t["score"], t["message"][:100]) for k, t in tasks.items()})
 
 
 def test_2_any_string_reaches_the_reports_printable_and_bounded(second):
