@@ -185,6 +185,11 @@ def one_run(seed: int, minutes: float | None, args: argparse.Namespace, busy: in
     }
 
 
+def median_speed(run: dict[str, Any]) -> float:
+    """A run's median training speed in tokens per second (NaN for a record without its curve)."""
+    return statistics.median(c["tokens_per_s"] for c in run.get("curve") or [{"tokens_per_s": float("nan")}])
+
+
 def spread(values: list[float]) -> dict[str, Any]:
     return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else None,
             "min": min(values), "max": max(values), "values": values, "n": len(values)}
@@ -253,16 +258,16 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
                      + (f"{a['mean']:.1f} on average (at most {a['max']:.1f})" if "mean" in a
                         else f"{a['start']:.1f} at the start and {a['end']:.1f} at the end, not sampled in between")
                      + speed)
-    quiet = statistics.median(c["tokens_per_s"] for c in runs[0].get("curve", [{"tokens_per_s": float("nan")}]))
+    quiet = median_speed(runs[0])
     for r in result.get("other_budgets", []):
         # the machine's speed beside it: a run on another day can find the same machine faster or slower
-        speed = statistics.median(c["tokens_per_s"] for c in r["curve"])
+        speed = median_speed(r)
         lines.append(f"the same command in {r['minutes']:g} minutes (seed {r['seed']}, {r['steps']:,} steps at a median "
                      f"of {speed:,.0f} tokens per second, {speed / quiet:.2f} times seed {runs[0]['seed']}'s): test2016 "
                      f"sacreBLEU {r['test']['beam4']:.1f} with beam 4, {r['test']['greedy']:.1f} greedy")
     for r in result.get("loaded", []):
         busy = r["busy_processes"]
-        speed = statistics.median(c["tokens_per_s"] for c in r["curve"])
+        speed = median_speed(r)
         lines.append(f"beside {busy} process{'es' if busy > 1 else ''} spinning a core (seed {r['seed']}, a slower "
                      f"machine: a median of {speed:,.0f} tokens per second, {speed / quiet:.2f} times seed "
                      f"{runs[0]['seed']}'s): **{r['wall_seconds'] / 60:.1f} minutes** of wall time, test included, for a "

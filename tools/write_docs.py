@@ -176,13 +176,13 @@ def _loaded_clause(record: dict[str, Any]) -> str:
     """The run of the same command beside busy cores, said apart from the quiet seeds ("" when there is none)."""
     if not record.get("loaded"):
         return ""
-    run = record["loaded"][0]
-    quiet = statistics.median(c["tokens_per_s"] for c in record["runs"][0]["curve"])
-    speed = statistics.median(c["tokens_per_s"] for c in run["curve"]) / quiet
+    from benchmarks.multi30k_cpu import median_speed
+
+    run, first = record["loaded"][0], record["runs"][0]
     busy = run["busy_processes"]
     return (f"; beside {'one' if busy == 1 else busy} process{'es' if busy > 1 else ''} keeping a core busy (a machine "
-            f"{speed:.2f} times as fast as for seed {record['runs'][0]['seed']}), the same command took {run['wall_seconds'] / 60:.1f} minutes and reached "
-            f"{run['test']['beam4']:.1f}")
+            f"{median_speed(run) / median_speed(first):.2f} times as fast as for seed {first['seed']}), the same "
+            f"command took {run['wall_seconds'] / 60:.1f} minutes and reached {run['test']['beam4']:.1f}")
 
 
 def setup_times_block(data: Data, old: str) -> str:
