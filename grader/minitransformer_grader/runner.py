@@ -477,6 +477,9 @@ def main() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         _, status = os.waitpid(child, 0)
         os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    # A process started in the background by a shell without job control (CI's, or `cmd &`) inherits SIGINT
+    # ignored, and Python then leaves it ignored: the watcher's interrupt would do nothing
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     _LINK = link = _Link(fd_in, fd_out)
     sys.modules.setdefault("minitransformer_grader.runner", sys.modules[__name__])  # one _LINK for the stand-ins
     threading.Thread(target=_watch_interrupts, args=(fd_interrupt,), daemon=True).start()
