@@ -195,6 +195,17 @@ def test_the_warm_up_is_shaped_to_the_time_budget() -> None:
     assert gpu_profile.budget_warmup(300, 0.02, 4000, 2000)["expected_steps"] == 2000
 
 
+def test_the_training_options_are_timed_by_the_budget_on_every_device() -> None:
+    # The CPU's Multi30k recipe plans in `minutes`; the profile's time budget must replace that plan, as train()
+    # refuses both (the CPU rehearsal of benchmarks/gpu_run.sh once failed here after the steps it had timed).
+    args = gpu_profile.build_parser().parse_args(["--preset", "tiny", "--time-budget", "120"])
+    for device in ("cpu", "cuda"):
+        options = gpu_profile.train_options(args, torch.device(device), False, False)
+        assert options.minutes is None and options.time_budget == 120 and options.lr_schedule == "inverse_sqrt"
+        options.time_budget = 17.5  # as main narrows it to what the smoke step and the comparison left
+        assert options.resolved().time_budget == 17.5
+
+
 def test_a_run_cut_short_leaves_what_it_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def cut(options: TrainOptions) -> None:
         raise KeyboardInterrupt
