@@ -18,6 +18,7 @@ from minitransformer.data.language import guess_language
 from minitransformer.training import TrainOptions, load_checkpoint, read_log
 from minitransformer.training.cpu import ONE_THREAD_BELOW
 from minitransformer.training.options import CPU_RECIPES, RECIPES, recipe
+from minitransformer.training.run import _length
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MULTI30K = REPO_ROOT.parent / "shared" / "data" / "multi30k"
@@ -152,6 +153,16 @@ def test_a_tiny_multi30k_run_says_its_recipe_and_records_what_translate_needs(ti
     assert test["n"] == 12  # --eval-sentences; validation took only --valid-sentences
     checkpoint = load_checkpoint(sorted(tiny_translator.glob("checkpoint-*.pt"))[-1])
     assert checkpoint["metrics"]["train_max_tokens"] == setup["max_tokens"]
+
+
+def test_the_recipe_line_names_the_length_a_run_was_given() -> None:
+    def length(**given: Any) -> str:
+        return _length(TrainOptions(dataset="multi30k", device="cpu", **given).resolved())
+
+    assert length() == f"{CPU_RECIPES['multi30k']['minutes']:g} minutes"
+    assert length(epochs=1) == "1 epoch" and length(max_steps=1200) == "at most 1,200 steps"
+    # The GPU profile's rehearsal on a CPU: a time budget in seconds replaces the recipe's plan (once a TypeError)
+    assert length(time_budget=78.5) == "at most 78.5 s (--time-budget)"
 
 
 def _translate(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:

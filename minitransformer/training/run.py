@@ -262,14 +262,24 @@ def _print_setup(info: DistInfo, o: TrainOptions, s: dict[str, Any], dropped: in
         preset = "" if o.preset != CPU_RECIPES[o.dataset]["preset"] or sized else f"the {o.preset} model, "
         when = (f"; about {duration(s['cpu_estimate_seconds'])} of training estimated from this CPU's speed now, "
                 "validation not counted" if s["cpu_estimate_seconds"] is not None else "")
-        length = (f"{o.minutes:g} minutes" if o.minutes is not None
-                  else f"{o.epochs} epoch{'s' if o.epochs != 1 else ''}" if o.epochs is not None
-                  else f"at most {o.max_steps:,} steps")
-        _say(info, f"recipe: the laptop recipe of {o.dataset} (no CUDA GPU here): {preset}{length}, "
+        _say(info, f"recipe: the laptop recipe of {o.dataset} (no CUDA GPU here): {preset}{_length(o)}, "
                    f"warm-up {o.warmup}, factor {o.lr_factor}{when}; --preset base for the paper's base model")
     _say(info, f"batches: {o.batch_tokens:,} tokens per side, {s['batches_per_epoch']:,} per epoch, "
                f"padding {100 * s['padding_fraction']:.1f}%"
                f"{'; resuming at step ' + str(s['resumed_from_step']) if s['resumed_from_step'] else ''}")
+
+
+def _length(o: TrainOptions) -> str:
+    """How long a resolved run trains, as its setup line says it: its first limit in the order train() reads them."""
+    if o.minutes is not None:
+        return f"{o.minutes:g} minutes"
+    if o.epochs is not None:
+        return f"{o.epochs} epoch{'s' if o.epochs != 1 else ''}"
+    if o.max_steps is not None:
+        return f"at most {o.max_steps:,} steps"
+    if o.time_budget is not None:
+        return f"at most {o.time_budget:g} s (--time-budget)"
+    return "no limit on its length"
 
 
 def _finish(trainer: Trainer, corpus: Corpus, metrics: dict[str, Any], log: RunLog) -> None:
