@@ -279,7 +279,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     split = "test" if any(r["event"] == "test" for r in records) else "validation"
     scale = 100.0 if metric == "exact_match" else 1.0
     test_record = next(r for r in records if r["event"] == split)
-    png = save_loss_plot(trained.out / "log.jsonl", slug_path.with_name(slug_path.stem + "-loss.png"))
+    png = save_loss_plot(trained.out / "log.jsonl", slug_path.with_name(slug_path.stem + "-loss.png"),
+                         title=f"{args.preset} model on {args.dataset}, {name}: loss")
     result = {
         "schema": SCHEMA,
         "device": partial["device"],

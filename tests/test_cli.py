@@ -265,6 +265,10 @@ def test_a_cpu_run_estimated_to_take_hours_is_refused_without_allow_slow(
     assert not list((tmp_path / "run").glob("checkpoint-*.pt"))
     assert main([*args, "--allow-slow", "--overwrite"]) == 0
     assert "warning: this run would train" in capsys.readouterr().err
+    # A time budget bounds the run, as --minutes does: nothing to refuse or warn of, however slow the CPU
+    assert main(["train", *TINY, "--time-budget", "1", "--device", "cpu", "--overwrite", "--out",
+                 str(tmp_path / "run")]) == 0
+    assert "would train" not in capsys.readouterr().err
 
 
 def test_cpu_estimate_of_the_base_model_on_multi30k() -> None:

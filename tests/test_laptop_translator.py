@@ -162,7 +162,7 @@ def test_the_recipe_line_names_the_length_a_run_was_given() -> None:
     assert length() == f"{CPU_RECIPES['multi30k']['minutes']:g} minutes"
     assert length(epochs=1) == "1 epoch" and length(max_steps=1200) == "at most 1,200 steps"
     # The GPU profile's rehearsal on a CPU: a time budget in seconds replaces the recipe's plan (once a TypeError)
-    assert length(time_budget=78.5) == "at most 78.5 s (--time-budget)"
+    assert length(time_budget=78.4) == "at most 78 s (--time-budget)"
 
 
 def _translate(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:

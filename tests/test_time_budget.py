@@ -18,6 +18,7 @@ from minitransformer.training import TrainOptions, Trainer, load_checkpoint, rea
 from minitransformer.training.budget import (SKIP, TimeBudget, plan_steps, run_seconds, step_seconds, validations,
                                              worth_replanning)
 from minitransformer.training.schedule import transformer_lr
+from minitransformer.training.stopping import stop_rule
 
 from test_training import TINY
 
@@ -213,6 +214,11 @@ def test_runs_without_minutes_keep_their_schedule_and_stop_rule() -> None:
     plain, timed = TrainOptions().resolved(), TrainOptions(minutes=5).resolved()
     assert (plain.epochs, plain.target) == (8, 1.0) and (timed.epochs, timed.target) == (None, None)
     assert TrainOptions(minutes=5, target=0.9).resolved().target == 0.9  # a target given stops it early
+    # A plain time budget is a limit of its own, said with the others (once "without a step limit")
+    assert stop_rule(TrainOptions(dataset="multi30k", device="cpu", time_budget=78.4).resolved(), "bleu", 36) \
+        .startswith("for at most 78 s (--time-budget)")
+    assert stop_rule(TrainOptions(epochs=3, time_budget=600).resolved(), "exact_match", 12) \
+        .startswith("for at most 3 epochs (36 steps) or 10 min (--time-budget)")
 
 
 # --- bad input and the flag -------------------------------------------------------------------------

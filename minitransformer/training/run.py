@@ -278,7 +278,7 @@ def _length(o: TrainOptions) -> str:
     if o.max_steps is not None:
         return f"at most {o.max_steps:,} steps"
     if o.time_budget is not None:
-        return f"at most {o.time_budget:g} s (--time-budget)"
+        return f"at most {duration(o.time_budget)} (--time-budget)"
     return "no limit on its length"
 
 
@@ -323,8 +323,8 @@ def _finish(trainer: Trainer, corpus: Corpus, metrics: dict[str, Any], log: RunL
         _say(info, f"{split}, beam {o.test_beam} (length penalty {o.beam_alpha:g}): {shown} ({seconds:.1f} s)")
 
 
-def save_loss_plot(log_path: str | Path, png_path: str | Path) -> Path:
-    """Draw the training and validation losses of a run's log into a PNG file."""
+def save_loss_plot(log_path: str | Path, png_path: str | Path, title: str | None = None) -> Path:
+    """Draw the training and validation losses of a run's log into a PNG file (titled by its folder's name)."""
     from matplotlib.figure import Figure
 
     from ..plotting import plot_loss_curve
@@ -332,7 +332,7 @@ def save_loss_plot(log_path: str | Path, png_path: str | Path) -> Path:
     curves = loss_curves(read_log(log_path))
     figure = Figure(figsize=(7, 4), layout="constrained")
     plot_loss_curve(curves["steps"], curves["train_loss"], curves["val_steps"], curves["val_loss"],
-                    ax=figure.subplots(), title=f"loss of {Path(log_path).parent.name}")
+                    ax=figure.subplots(), title=title or f"loss of {Path(log_path).parent.name}")
     figure.savefig(png_path, dpi=120)
     return Path(png_path)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .cpu import duration
 from .options import TrainOptions
 
 
@@ -63,7 +64,9 @@ def stop_rule(options: TrainOptions, metric: str, steps_per_epoch: int) -> str:
         limits.append(f"{o.epochs} epochs ({o.epochs * steps_per_epoch:,} steps)")
     if o.max_steps is not None:
         limits.append(f"{o.max_steps:,} steps")
-    text = "for at most " + " or ".join(limits) if limits else "without a step limit"
+    if o.time_budget is not None:
+        limits.append(f"{duration(o.time_budget)} (--time-budget)")
+    text = "for at most " + " or ".join(limits) if limits else "without a limit"
     return text + _target_text(options, metric, steps_per_epoch)
 
 

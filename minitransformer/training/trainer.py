@@ -101,7 +101,7 @@ class Trainer:
     def _check_cpu_time(self) -> None:
         """Refuse (or, with ``allow_slow``, announce) a CPU run estimated to take hours."""
         o, parameters = self.options, self.model.num_parameters()
-        if o.minutes is not None:  # the budget bounds the run
+        if o.minutes is not None or o.time_budget is not None:  # the budget bounds the run
             return
         tokens = self.tokens_per_step()
         estimate = estimate_cpu_run(parameters, tokens, self.steps_per_epoch(), o.epochs, o.max_steps, o.keep)
