@@ -152,14 +152,18 @@ def smoke(config: TransformerConfig, device: torch.device, bf16: bool, compiled:
     return {"seconds": seconds, "compiled": compiled, "bf16": bf16, "seconds_per_step": timing.seconds_per_step}
 
 
-def budget_warmup(seconds: float, seconds_per_step: float, recipe_warmup: int, max_steps: int | None) -> dict:
-    """The warm-up for a run of ``seconds`` at ``seconds_per_step``: a tenth of its steps, 50 to the recipe's."""
-    expected = int(seconds / seconds_per_step)
+def budget_warmup(seconds: float, seconds_per_step: float, recipe_warmup: int, max_steps: int | None,
+                  compile_seconds: float = 0.0) -> dict:
+    """The warm-up for a run of ``seconds`` at ``seconds_per_step``: a tenth of its steps, 50 to the recipe's.
+
+    ``compile_seconds`` (the comparison's first compiled steps) is spent compiling, not stepping.
+    """
+    expected = int(max(seconds - compile_seconds, 0.0) / seconds_per_step)
     if max_steps is not None:
         expected = min(expected, max_steps)
     return {"expected_steps": expected, "warmup": max(1, min(recipe_warmup, max(50, expected // 10))),
             "rule": "a tenth of the expected steps, at least 50, at most the recipe's",
-            "recipe_warmup": recipe_warmup}
+            "recipe_warmup": recipe_warmup, "compile_seconds": compile_seconds}
 
 
 def write_partial(path: Path, record: dict[str, Any]) -> None:
@@ -251,14 +255,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if left < 30:
         print(f"warning: only {left:.0f} s of the budget are left for training", flush=True)
     options.time_budget = max(left, 1.0)
-    measured = comparison["compiled" if compiled else "eager"]["ours"]["seconds_per_step"]
-    schedule = budget_warmup(options.time_budget, measured, options.warmup, options.max_steps)
+    ours = comparison["compiled" if compiled else "eager"]["ours"]
+    measured = ours["seconds_per_step"]
+    schedule = budget_warmup(options.time_budget, measured, options.warmup, options.max_steps,
+                             ours["first_steps_seconds"] if compiled else 0.0)
     if args.warmup is None:
         options.warmup = schedule["warmup"]
     else:
         schedule.update(warmup=args.warmup, rule="given by --warmup")
+    compiling = f" after about {schedule['compile_seconds']:.0f} s of compiling" if compiled else ""
     print(f"training for at most {options.time_budget:.0f} s: about {schedule['expected_steps']:,} steps at "
-          f"{measured:.3f} s a step, warm-up {options.warmup:,} ({schedule['rule']})", flush=True)
+          f"{measured:.3f} s a step{compiling}, warm-up {options.warmup:,} ({schedule['rule']})", flush=True)
     partial["schedule"] = schedule
     write_partial(partial_path, partial)
     reset_peak_memory(device)

@@ -193,6 +193,9 @@ def test_the_warm_up_is_shaped_to_the_time_budget() -> None:
     assert gpu_profile.budget_warmup(300, 0.002, 4000, None)["warmup"] == 4000  # never above the recipe's
     assert gpu_profile.budget_warmup(300, 1.0, 4000, None)["warmup"] == 50  # never below 50
     assert gpu_profile.budget_warmup(300, 0.02, 4000, 2000)["expected_steps"] == 2000
+    # 60 s of them compiling (the comparison's first compiled steps): 12,000 steps
+    assert gpu_profile.budget_warmup(300, 0.02, 4000, None, compile_seconds=60)["expected_steps"] == 12000
+    assert gpu_profile.budget_warmup(30, 0.02, 4000, None, compile_seconds=60)["warmup"] == 50
 
 
 def test_the_training_options_are_timed_by_the_budget_on_every_device() -> None:
