@@ -12,10 +12,12 @@ On a CUDA GPU it
    weights, at the same shapes, batch and precision, eager and compiled (the ratio of
    tokens per second, ours / theirs);
 2. trains the model with the package's own training run (``minitransformer.train``): bf16
-   autocast, torch.compile, fused Adam, until the recipe's epochs or the time left of
-   --time-budget (minus --reserve for the final evaluation) runs out. The warm-up is shaped to
-   that time: a tenth of the steps the comparison's speed predicts, at most the recipe's (the
-   paper's 4,000 are for 100,000 steps; a 5-minute run would end inside them);
+   autocast, torch.compile, fused Adam, in the time left of --time-budget (minus --reserve for
+   the final evaluation), timed as ``train --minutes`` times a run: it plans the steps and
+   validations that fit from its own speed and brings the learning rate to zero at the end. The
+   warm-up is shaped to that time: a tenth of the steps the comparison's speed predicts, at most
+   the recipe's (the paper's 4,000 are for 100,000 steps; a 5-minute run would end inside them),
+   with the factor lowered so that the peak learning rate stays the recipe's;
 3. scores the test split (Multi30k test2016) with sacreBLEU on detokenized output, its
    default 13a tokenizer, greedy and beam 4 (length penalty 0.6);
 4. writes ``<out>/<gpu name>.json`` (every figure, the loss curve, the date and the command)
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import shlex
 import statistics
 import subprocess
@@ -153,17 +156,22 @@ def smoke(config: TransformerConfig, device: torch.device, bf16: bool, compiled:
 
 
 def budget_warmup(seconds: float, seconds_per_step: float, recipe_warmup: int, max_steps: int | None,
-                  compile_seconds: float = 0.0) -> dict:
+                  compile_seconds: float = 0.0, recipe_factor: float = 1.0) -> dict:
     """The warm-up for a run of ``seconds`` at ``seconds_per_step``: a tenth of its steps, 50 to the recipe's.
 
-    ``compile_seconds`` (the comparison's first compiled steps) is spent compiling, not stepping.
+    ``compile_seconds`` (the comparison's first compiled steps) is spent compiling, not stepping. The schedule's
+    peak, factor * d_model^-0.5 * warmup^-0.5, would rise as the warm-up shortens; ``lr_factor`` shrinks with it
+    by sqrt(warmup / recipe_warmup), so the peak stays the recipe's (in the laptop recipe's search,
+    benchmarks/recipe_search.py, a shorter warm-up with its higher peak lost over a quarter of the BLEU).
     """
     expected = int(max(seconds - compile_seconds, 0.0) / seconds_per_step)
     if max_steps is not None:
         expected = min(expected, max_steps)
-    return {"expected_steps": expected, "warmup": max(1, min(recipe_warmup, max(50, expected // 10))),
+    warmup = max(1, min(recipe_warmup, max(50, expected // 10)))
+    return {"expected_steps": expected, "warmup": warmup,
             "rule": "a tenth of the expected steps, at least 50, at most the recipe's",
-            "recipe_warmup": recipe_warmup, "compile_seconds": compile_seconds}
+            "recipe_warmup": recipe_warmup, "compile_seconds": compile_seconds,
+            "lr_factor": recipe_factor * math.sqrt(warmup / recipe_warmup), "recipe_lr_factor": recipe_factor}
 
 
 def write_partial(path: Path, record: dict[str, Any]) -> None:
@@ -204,16 +212,18 @@ def quality_signature(metric: str) -> str:
 
 
 def train_options(args: argparse.Namespace, device: torch.device, bf16: bool, compiled: bool) -> TrainOptions:
-    """The training run's options, resolved for ``device``; main narrows ``time_budget`` to what is left."""
+    """The training run's options, resolved for ``device``: timed as ``train --minutes`` times a run (it plans its
+    steps and validations from its own speed and brings the learning rate to zero at the end), or, with
+    ``--epochs``, stopped by a time budget."""
     return TrainOptions(
         dataset=args.dataset, data_dir=args.data_dir, train_size=args.train_size, preset=args.preset,
         device=str(device), precision="bf16" if bf16 else "fp32", compile=compiled, batch_tokens=args.batch_tokens,
         epochs=args.epochs, max_steps=args.max_steps, warmup=args.warmup, lr_factor=args.lr_factor,
         eval_sentences=args.eval_sentences, out=args.run_dir, overwrite=True, keep=1, show=3, test_beam=4,
         log_every=10 if device.type == "cuda" else 1,
-        # A time budget from the start: it replaces a recipe's `minutes` plan (the CPU's Multi30k recipe has one,
-        # and train() refuses both), so the rehearsal on a CPU runs the GPU's schedule shaped by the budget
-        time_budget=args.time_budget,
+        # The whole command's budget for now; main narrows it to what the smoke step and the comparison left.
+        # With --epochs, a plain stop at the budget (train() refuses minutes and epochs together)
+        **({"time_budget": args.time_budget} if args.epochs is not None else {"minutes": args.time_budget / 60}),
     ).resolved()
 
 
@@ -254,18 +264,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     left = args.time_budget - (time.perf_counter() - started) - args.reserve
     if left < 30:
         print(f"warning: only {left:.0f} s of the budget are left for training", flush=True)
-    options.time_budget = max(left, 1.0)
+    if options.minutes is not None:
+        options.minutes = max(left, 1.0) / 60
+    else:
+        options.time_budget = max(left, 1.0)
+    seconds = max(left, 1.0)
     ours = comparison["compiled" if compiled else "eager"]["ours"]
     measured = ours["seconds_per_step"]
-    schedule = budget_warmup(options.time_budget, measured, options.warmup, options.max_steps,
-                             ours["first_steps_seconds"] if compiled else 0.0)
+    schedule = budget_warmup(seconds, measured, options.warmup, options.max_steps,
+                             ours["first_steps_seconds"] if compiled else 0.0, options.lr_factor)
     if args.warmup is None:
         options.warmup = schedule["warmup"]
     else:
-        schedule.update(warmup=args.warmup, rule="given by --warmup")
+        schedule.update(warmup=args.warmup, rule="given by --warmup", lr_factor=options.lr_factor)
+    if args.lr_factor is None:
+        options.lr_factor = schedule["lr_factor"]
+    else:
+        schedule["lr_factor"] = args.lr_factor
+    schedule["lr_schedule"] = options.lr_schedule
     compiling = f" after about {schedule['compile_seconds']:.0f} s of compiling" if compiled else ""
-    print(f"training for at most {options.time_budget:.0f} s: about {schedule['expected_steps']:,} steps at "
-          f"{measured:.3f} s a step{compiling}, warm-up {options.warmup:,} ({schedule['rule']})", flush=True)
+    print(f"training for at most {seconds:.0f} s: about {schedule['expected_steps']:,} steps at "
+          f"{measured:.3f} s a step{compiling}, warm-up {options.warmup:,} ({schedule['rule']}), factor "
+          f"{options.lr_factor:.3g} (the recipe's peak), {options.lr_schedule}", flush=True)
     partial["schedule"] = schedule
     write_partial(partial_path, partial)
     reset_peak_memory(device)

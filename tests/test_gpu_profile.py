@@ -17,6 +17,7 @@ from minitransformer import Transformer, TransformerConfig
 from minitransformer.profile_results import (find_results, format_result_table, load_result, plot_result,
                                              result_path, result_rows)
 from minitransformer.training import TrainOptions, read_log, train
+from minitransformer.training.schedule import transformer_lr
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MULTI30K = REPO_ROOT.parent / "shared" / "data" / "multi30k"
@@ -196,17 +197,27 @@ def test_the_warm_up_is_shaped_to_the_time_budget() -> None:
     # 60 s of them compiling (the comparison's first compiled steps): 12,000 steps
     assert gpu_profile.budget_warmup(300, 0.02, 4000, None, compile_seconds=60)["expected_steps"] == 12000
     assert gpu_profile.budget_warmup(30, 0.02, 4000, None, compile_seconds=60)["warmup"] == 50
+    # The peak, factor / sqrt(d_model * warmup), stays the recipe's: a quarter of its warm-up, half its factor
+    schedule = gpu_profile.budget_warmup(100, 0.01, 4000, None, recipe_factor=2.0)
+    assert schedule["warmup"] == 1000 and schedule["lr_factor"] == pytest.approx(1.0)
+    assert transformer_lr(1000, 512, 1000, 1.0) == pytest.approx(transformer_lr(4000, 512, 4000, 2.0))
 
 
-def test_the_training_options_are_timed_by_the_budget_on_every_device() -> None:
-    # The CPU's Multi30k recipe plans in `minutes`; the profile's time budget must replace that plan, as train()
-    # refuses both (the CPU rehearsal of benchmarks/gpu_run.sh once failed here after the steps it had timed).
+def test_the_training_is_timed_by_the_budget_logic_on_every_device() -> None:
+    # Timed as `train --minutes` (a plan, the rate reaching zero at its end), on the GPU's recipe (40 epochs) and
+    # on the CPU's (its own 30-minute plan: the rehearsal of benchmarks/gpu_run.sh once failed on the two limits)
     args = gpu_profile.build_parser().parse_args(["--preset", "tiny", "--time-budget", "120"])
     for device in ("cpu", "cuda"):
         options = gpu_profile.train_options(args, torch.device(device), False, False)
-        assert options.minutes is None and options.time_budget == 120 and options.lr_schedule == "inverse_sqrt"
-        options.time_budget = 17.5  # as main narrows it to what the smoke step and the comparison left
-        assert options.resolved().time_budget == 17.5
+        assert (options.minutes, options.time_budget, options.epochs) == (2, None, None)
+        assert options.lr_schedule == "linear_decay"
+        options.minutes = 17.5 / 60  # as main narrows it to what the smoke step and the comparison left
+        assert options.resolved().minutes == 17.5 / 60
+    # --epochs: a plain stop at the budget instead, as train() refuses minutes and epochs together
+    args = gpu_profile.build_parser().parse_args(["--preset", "tiny", "--epochs", "3"])
+    options = gpu_profile.train_options(args, torch.device("cuda"), False, False)
+    assert (options.minutes, options.time_budget, options.epochs, options.lr_schedule) == \
+        (None, 540, 3, "inverse_sqrt")
 
 
 def test_a_run_cut_short_leaves_what_it_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
