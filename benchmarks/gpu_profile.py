@@ -265,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if left < 30:
         print(f"warning: only {left:.0f} s of the budget are left for training", flush=True)
     if options.minutes is not None:
-        options.minutes = max(left, 1.0) / 60
+        options.minutes = round(max(left, 1.0) / 60, 2)  # to the second or so: the run prints it
     else:
         options.time_budget = max(left, 1.0)
     seconds = max(left, 1.0)
@@ -278,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         schedule.update(warmup=args.warmup, rule="given by --warmup", lr_factor=options.lr_factor)
     if args.lr_factor is None:
-        options.lr_factor = schedule["lr_factor"]
+        options.lr_factor = schedule["lr_factor"] = float(f"{schedule['lr_factor']:.3g}")  # printed by the run
     else:
         schedule["lr_factor"] = args.lr_factor
     schedule["lr_schedule"] = options.lr_schedule
