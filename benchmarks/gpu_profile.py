@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="folder with the Multi30k .gz files (default: the package's cache)")
     p.add_argument("--train-size", type=int, help="use only the first N training pairs")
     p.add_argument("--eval-sentences", type=int, help="sentences translated for validation and test (default: all)")
+    p.add_argument("--valid-sentences", type=int,
+                   help="validation sentences translated after each epoch (default: 300, as in the laptop recipe, or "
+                        "--eval-sentences if fewer; the test split is not affected)")
     p.add_argument("--batch-tokens", type=int, help="token budget of each side of a batch (default: the recipe's)")
     p.add_argument("--warmup", type=int, help="warm-up steps (default: a tenth of the steps the time budget "
                    "allows at the measured speed, at most the recipe's)")
@@ -219,7 +222,10 @@ def train_options(args: argparse.Namespace, device: torch.device, bf16: bool, co
         dataset=args.dataset, data_dir=args.data_dir, train_size=args.train_size, preset=args.preset,
         device=str(device), precision="bf16" if bf16 else "fp32", compile=compiled, batch_tokens=args.batch_tokens,
         epochs=args.epochs, max_steps=args.max_steps, warmup=args.warmup, lr_factor=args.lr_factor,
-        eval_sentences=args.eval_sentences, out=args.run_dir, overwrite=True, keep=1, show=3, test_beam=4,
+        eval_sentences=args.eval_sentences, out=args.run_dir,
+        # On a fast GPU a greedy translation of all 1,014 validation sentences, one decoder pass per output token,
+        # might take as long as an epoch's 119 steps: the window would go to validating, not training
+        valid_sentences=args.valid_sentences or min(300, args.eval_sentences or 300), overwrite=True, keep=1, show=3, test_beam=4,
         log_every=10 if device.type == "cuda" else 1,
         # The whole command's budget for now; main narrows it to what the smoke step and the comparison left.
         # With --epochs, a plain stop at the budget (train() refuses minutes and epochs together)
@@ -318,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "parameters": setup["parameters"], "encoder_parameters": enc, "decoder_parameters": dec},
         "training": {"dataset": "Multi30k de->en" if args.dataset == "multi30k" else "dates en->de",
                      "steps": trained.step, "train_seconds": trained.seconds, "batch_tokens": options.batch_tokens,
-                     "warmup": options.warmup, "lr_factor": options.lr_factor, "bf16": bf16, "compiled": compiled,
+                     "warmup": options.warmup, "lr_factor": options.lr_factor, "valid_sentences": options.valid_sentences, "bf16": bf16, "compiled": compiled,
                      "fused_adam": cuda, "tokens_per_s": tokens_per_s, "tgt_tokens_per_s": tgt_per_s,
                      "flops_per_token": flops_per_s / tokens_per_s, "mfu": mfu(flops_per_s, peak),
                      "peak_memory_bytes": memory, "train_loss": trained.metrics.get("train_loss"),

@@ -210,7 +210,7 @@ def test_the_training_is_timed_by_the_budget_logic_on_every_device() -> None:
     for device in ("cpu", "cuda"):
         options = gpu_profile.train_options(args, torch.device(device), False, False)
         assert (options.minutes, options.time_budget, options.epochs) == (2, None, None)
-        assert options.lr_schedule == "linear_decay"
+        assert options.lr_schedule == "linear_decay" and options.valid_sentences == 300
         options.minutes = 17.5 / 60  # as main narrows it to what the smoke step and the comparison left
         assert options.resolved().minutes == 17.5 / 60
     # --epochs: a plain stop at the budget instead, as train() refuses minutes and epochs together
