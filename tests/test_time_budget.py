@@ -219,6 +219,7 @@ def test_runs_without_minutes_keep_their_schedule_and_stop_rule() -> None:
         .startswith("for at most 78 s (--time-budget)")
     assert stop_rule(TrainOptions(epochs=3, time_budget=600).resolved(), "exact_match", 12) \
         .startswith("for at most 3 epochs (36 steps) or 10 min (--time-budget)")
+    assert stop_rule(TrainOptions(epochs=1).resolved(), "exact_match", 12).startswith("for at most 1 epoch (12 steps)")
 
 
 # --- bad input and the flag -------------------------------------------------------------------------

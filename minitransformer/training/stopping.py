@@ -61,7 +61,7 @@ def stop_rule(options: TrainOptions, metric: str, steps_per_epoch: int) -> str:
         return text + _target_text(options, metric, steps_per_epoch)
     limits = []
     if o.epochs is not None:
-        limits.append(f"{o.epochs} epochs ({o.epochs * steps_per_epoch:,} steps)")
+        limits.append(f"{o.epochs} epoch{'s' if o.epochs != 1 else ''} ({o.epochs * steps_per_epoch:,} steps)")
     if o.max_steps is not None:
         limits.append(f"{o.max_steps:,} steps")
     if o.time_budget is not None:
