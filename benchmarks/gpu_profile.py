@@ -225,8 +225,8 @@ def train_options(args: argparse.Namespace, device: torch.device, bf16: bool, co
         eval_sentences=args.eval_sentences, out=args.run_dir,
         # On a fast GPU a greedy translation of all 1,014 validation sentences, one decoder pass per output token,
         # might take as long as an epoch's 119 steps: the window would go to validating, not training
-        valid_sentences=args.valid_sentences or min(300, args.eval_sentences or 300), overwrite=True, keep=1, show=3, test_beam=4,
-        log_every=10 if device.type == "cuda" else 1,
+        valid_sentences=args.valid_sentences or min(300, args.eval_sentences or 300),
+        overwrite=True, keep=1, show=3, test_beam=4, log_every=10 if device.type == "cuda" else 1,
         # The whole command's budget for now; main narrows it to what the smoke step and the comparison left.
         # With --epochs, a plain stop at the budget (train() refuses minutes and epochs together)
         **({"time_budget": args.time_budget} if args.epochs is not None else {"minutes": args.time_budget / 60}),
@@ -270,11 +270,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     left = args.time_budget - (time.perf_counter() - started) - args.reserve
     if left < 30:
         print(f"warning: only {left:.0f} s of the budget are left for training", flush=True)
-    if options.minutes is not None:
-        options.minutes = round(max(left, 1.0) / 60, 2)  # to the second or so: the run prints it
-    else:
-        options.time_budget = max(left, 1.0)
     seconds = max(left, 1.0)
+    if options.minutes is not None:
+        options.minutes = round(seconds / 60, 2)  # to the second or so: the run prints it
+    else:
+        options.time_budget = seconds
     ours = comparison["compiled" if compiled else "eager"]["ours"]
     measured = ours["seconds_per_step"]
     schedule = budget_warmup(seconds, measured, options.warmup, options.max_steps,
@@ -289,9 +289,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         schedule["lr_factor"] = args.lr_factor
     schedule["lr_schedule"] = options.lr_schedule
     compiling = f" after about {schedule['compile_seconds']:.0f} s of compiling" if compiled else ""
+    top = "the recipe's peak" if args.lr_factor is None and args.warmup is None else "as given"
     print(f"training for at most {seconds:.0f} s: about {schedule['expected_steps']:,} steps at "
           f"{measured:.3f} s a step{compiling}, warm-up {options.warmup:,} ({schedule['rule']}), factor "
-          f"{options.lr_factor:.3g} (the recipe's peak), {options.lr_schedule}", flush=True)
+          f"{options.lr_factor:.3g} ({top}), {options.lr_schedule}", flush=True)
     partial["schedule"] = schedule
     write_partial(partial_path, partial)
     reset_peak_memory(device)
@@ -324,7 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "parameters": setup["parameters"], "encoder_parameters": enc, "decoder_parameters": dec},
         "training": {"dataset": "Multi30k de->en" if args.dataset == "multi30k" else "dates en->de",
                      "steps": trained.step, "train_seconds": trained.seconds, "batch_tokens": options.batch_tokens,
-                     "warmup": options.warmup, "lr_factor": options.lr_factor, "valid_sentences": options.valid_sentences, "bf16": bf16, "compiled": compiled,
+                     "warmup": options.warmup, "lr_factor": options.lr_factor,
+                     "valid_sentences": options.valid_sentences, "bf16": bf16, "compiled": compiled,
                      "fused_adam": cuda, "tokens_per_s": tokens_per_s, "tgt_tokens_per_s": tgt_per_s,
                      "flops_per_token": flops_per_s / tokens_per_s, "mfu": mfu(flops_per_s, peak),
                      "peak_memory_bytes": memory, "train_loss": trained.metrics.get("train_loss"),

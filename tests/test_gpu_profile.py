@@ -128,6 +128,8 @@ def test_the_gpu_profile_command_runs_on_the_cpu_at_a_tiny_size(tmp_path: Path, 
     assert "--max-steps 20" in result["run"]["command"]
     assert result["smoke"]["seconds"] > 0 and result["schedule"]["expected_steps"] <= 20
     assert result["training"]["warmup"] == result["schedule"]["warmup"] == 50  # a tenth of 20 steps, at least 50
+    assert result["training"]["valid_sentences"] == 8  # --eval-sentences, under the 300 of the default
+    assert result["schedule"]["lr_schedule"] == "linear_decay" and result["training"]["lr_factor"] < 1
     assert result["quality"]["beam4_seconds"] > 0 and result["quality"]["greedy_seconds"] > 0
     assert not (tmp_path / "results" / "cpu.partial.json").exists()  # the whole result replaced it
     table = format_result_table(result)
