@@ -284,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         schedule.update(warmup=args.warmup, rule="given by --warmup", lr_factor=options.lr_factor)
     if args.lr_factor is None:
-        options.lr_factor = schedule["lr_factor"] = float(f"{schedule['lr_factor']:.3g}")  # printed by the run
+        options.lr_factor = schedule["lr_factor"]
     else:
         schedule["lr_factor"] = args.lr_factor
     schedule["lr_schedule"] = options.lr_schedule

@@ -265,7 +265,7 @@ def _print_setup(info: DistInfo, o: TrainOptions, s: dict[str, Any], dropped: in
         when = (f"; about {duration(s['cpu_estimate_seconds'])} of training estimated from this CPU's speed now, "
                 "validation not counted" if s["cpu_estimate_seconds"] is not None else "")
         _say(info, f"recipe: the laptop recipe of {o.dataset} (no CUDA GPU here): {preset}{_length(o)}, "
-                   f"warm-up {o.warmup}, factor {o.lr_factor}{when}; --preset base for the paper's base model")
+                   f"warm-up {o.warmup}, factor {o.lr_factor:g}{when}; --preset base for the paper's base model")
     _say(info, f"batches: {o.batch_tokens:,} tokens per side, {s['batches_per_epoch']:,} per epoch, "
                f"padding {100 * s['padding_fraction']:.1f}%"
                f"{'; resuming at step ' + str(s['resumed_from_step']) if s['resumed_from_step'] else ''}")
